@@ -1,0 +1,21 @@
+package transport
+
+import "context"
+
+// Transport moves framed messages between the ranks of one job.
+type Transport interface {
+	// Send delivers p to rank peer, framed by h (h.Len is set from len(p)).
+	// It returns once p may be reused.
+	Send(ctx context.Context, peer int, h Header, p []byte) error
+	// Recv receives the next message from rank peer into p. The message's
+	// header must equal h with h.Len = len(p); otherwise Recv returns a
+	// *MismatchError and p's contents are undefined.
+	Recv(ctx context.Context, peer int, h Header, p []byte) error
+	// Rank is this process's rank, in [0, Size()).
+	Rank() int
+	// Size is the number of ranks in the job.
+	Size() int
+	// Close releases every connection. Blocked Send and Recv calls return
+	// errors wrapping ErrClosed. Close is safe to call more than once.
+	Close() error
+}
