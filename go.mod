@@ -1,6 +1,6 @@
 module github.com/collkit/collkit
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/montanaflynn/stats v0.14.0 // indirect

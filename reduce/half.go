@@ -2,30 +2,62 @@ package reduce
 
 import "math"
 
+// The conversions split off the common case, a normal number that stays
+// normal, into small functions that the compiler inlines into the loops of
+// apply16: integer arithmetic and one well-predicted branch. Zeros,
+// subnormals, infinities and NaNs take the slow path.
+
 // F16ToF32 widens an IEEE 754 binary16 value.
 func F16ToF32(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := uint32(h>>10) & 0x1f
-	man := uint32(h) & 0x3ff
-	switch {
-	case exp == 0x1f: // inf or nan
-		return math.Float32frombits(sign | 0x7f800000 | man<<13)
-	case exp == 0:
-		if man == 0 {
-			return math.Float32frombits(sign)
-		}
-		// subnormal: value = man * 2^-24
-		f := float32(man) * (1.0 / (1 << 24))
-		if sign != 0 {
-			f = -f
-		}
+	if f, ok := f16ToF32Normal(h); ok {
 		return f
 	}
-	return math.Float32frombits(sign | (exp+112)<<23 | man<<13)
+	return f16ToF32Special(h)
+}
+
+// f16ToF32Normal widens h and reports whether it is normal (exponent 1..30):
+// rebias the exponent by 127-15; otherwise the result is meaningless.
+func f16ToF32Normal(h uint16) (float32, bool) {
+	u := uint32(h)
+	return math.Float32frombits((u&0x8000)<<16 | (u&0x7fff)<<13 + 112<<23), u&0x7c00-0x400 < 0x7800
+}
+
+//go:noinline
+func f16ToF32Special(h uint16) float32 {
+	sign := uint32(h>>15) << 31
+	man := uint32(h) & 0x3ff
+	if h&0x7c00 == 0x7c00 { // inf or nan
+		return math.Float32frombits(sign | 0x7f800000 | man<<13)
+	}
+	// zero or subnormal: value = man * 2^-24, exact in float32
+	f := float32(man) * (1.0 / (1 << 24))
+	if sign != 0 {
+		f = -f
+	}
+	return f
 }
 
 // F32ToF16 narrows to binary16 with round-to-nearest-even.
 func F32ToF16(f float32) uint16 {
+	if h, ok := f32ToF16Normal(f); ok {
+		return h
+	}
+	return f32ToF16Special(f)
+}
+
+// f32ToF16Normal narrows f and reports whether 2^-14 <= |f| < 2^16, where the
+// result is a normal binary16 or, rounding up past 65504, infinity: adding
+// 0xfff plus the lowest kept bit rounds to nearest even, and the carry runs
+// into the exponent. Otherwise the result is meaningless.
+func f32ToF16Normal(f float32) (uint16, bool) {
+	b := math.Float32bits(f)
+	abs := b & 0x7fffffff
+	r := abs + 0xfff + (abs>>13)&1
+	return uint16(b>>16)&0x8000 | uint16(r>>13-112<<10), abs-0x38800000 < 0x47800000-0x38800000
+}
+
+//go:noinline
+func f32ToF16Special(f float32) uint16 {
 	b := math.Float32bits(f)
 	sign := uint16(b>>16) & 0x8000
 	exp := int32(b>>23) & 0xff
@@ -50,7 +82,7 @@ func F32ToF16(f float32) uint16 {
 		rest := man & (1<<shift - 1)
 		r := man >> shift
 		if rest > half || (rest == half && r&1 == 1) {
-			r++
+			r++ // may carry into the smallest normal, which is still correct
 		}
 		return sign | uint16(r)
 	}

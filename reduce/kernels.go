@@ -24,119 +24,80 @@ func ReduceTo(dt DType, op Op, dst, a, b []byte) {
 	if op == Avg {
 		op = Sum
 	}
-	switch dt {
-	case Float32:
-		apply(op, view[float32](dst), view[float32](a), view[float32](b))
-	case Float64:
-		apply(op, view[float64](dst), view[float64](a), view[float64](b))
-	case Int32:
-		apply(op, view[int32](dst), view[int32](a), view[int32](b))
-	case Int64:
-		apply(op, view[int64](dst), view[int64](a), view[int64](b))
-	case Uint8:
-		apply(op, dst, a, b)
-	case Float16:
-		apply16(op, view[uint16](dst), view[uint16](a), view[uint16](b), F16ToF32, F32ToF16)
-	case BFloat16:
-		apply16(op, view[uint16](dst), view[uint16](a), view[uint16](b), BF16ToF32, F32ToBF16)
-	default:
+	if !dt.Valid() {
 		panic(fmt.Sprintf("reduce: invalid dtype %v", dt))
 	}
+	if op < Sum || op > Max {
+		panic(fmt.Sprintf("reduce: invalid op %v", op))
+	}
+	if len(dst)%dt.Size() != 0 {
+		panic(fmt.Sprintf("reduce: length %d is not a multiple of the %v size %d", len(dst), dt, dt.Size()))
+	}
+	// The vector kernel takes the whole blocks, the generic code the tail
+	// (at most blockSize-1 bytes, always whole elements).
+	if k := binaryKernels[dt][op]; k != nil && useAsm && len(dst) >= blockSize {
+		// Stores that straddle cache lines cost up to 25% while the
+		// buffers fit in L2, so let the generic code do the few elements
+		// up to an aligned dst first, where that is worth a second call.
+		head := int(-uintptr(unsafe.Pointer(&dst[0])) & (blockSize - 1))
+		if head > 0 && len(dst) >= alignMin && head%dt.Size() == 0 {
+			genericReduceTo(dt, op, dst[:head], a[:head], b[:head])
+			dst, a, b = dst[head:], a[head:], b[head:]
+		}
+		n := len(dst) &^ (blockSize - 1)
+		k(&dst[0], &a[0], &b[0], n)
+		if n == len(dst) {
+			return
+		}
+		dst, a, b = dst[n:], a[n:], b[n:]
+	}
+	genericReduceTo(dt, op, dst, a, b)
 }
 
 // Finish completes a reduction on a fully reduced buffer: for Avg it divides
 // every element by n; other operators are already complete.
 func Finish(dt DType, op Op, buf []byte, n int) {
-	if op != Avg || n <= 1 || len(buf) == 0 {
+	if op != Avg || n <= 1 || len(buf) == 0 || !dt.Valid() {
 		return
 	}
-	switch dt {
-	case Float32:
-		for i, v := range view[float32](buf) {
-			view[float32](buf)[i] = v / float32(n)
-		}
-	case Float64:
-		s := view[float64](buf)
-		for i, v := range s {
-			s[i] = v / float64(n)
-		}
-	case Int32:
-		s := view[int32](buf)
-		for i, v := range s {
-			s[i] = v / int32(n)
-		}
-	case Int64:
-		s := view[int64](buf)
-		for i, v := range s {
-			s[i] = v / int64(n)
-		}
-	case Uint8:
-		for i, v := range buf {
-			buf[i] = v / uint8(n)
-		}
-	case Float16:
-		s := view[uint16](buf)
-		for i, v := range s {
-			s[i] = F32ToF16(F16ToF32(v) / float32(n))
-		}
-	case BFloat16:
-		s := view[uint16](buf)
-		for i, v := range s {
-			s[i] = F32ToBF16(BF16ToF32(v) / float32(n))
+	if m := len(buf) &^ (blockSize - 1); m > 0 && useAsm {
+		if k := divKernels[dt]; k != nil {
+			k(&buf[0], m, float64(n))
+			if m == len(buf) {
+				return
+			}
+			buf = buf[m:]
 		}
 	}
+	genericFinish(dt, buf, n)
 }
 
-type number interface {
-	~float32 | ~float64 | ~int32 | ~int64 | ~uint8
-}
+// blockSize is the granularity of the vector kernels, in bytes: one 256-bit
+// register. It is a multiple of every element size.
+const blockSize = 32
 
-func apply[T number](op Op, dst, a, b []T) {
-	b = b[:len(dst)]
-	a = a[:len(dst)]
-	switch op {
-	case Sum:
-		for i := range dst {
-			dst[i] = a[i] + b[i]
-		}
-	case Prod:
-		for i := range dst {
-			dst[i] = a[i] * b[i]
-		}
-	case Min:
-		for i := range dst {
-			dst[i] = min(a[i], b[i])
-		}
-	case Max:
-		for i := range dst {
-			dst[i] = max(a[i], b[i])
-		}
-	default:
-		panic(fmt.Sprintf("reduce: invalid op %v", op))
-	}
-}
+// alignMin is the length from which ReduceTo aligns dst for the kernels.
+const alignMin = 1024
 
-func apply16(op Op, dst, a, b []uint16, load func(uint16) float32, store func(float32) uint16) {
-	b = b[:len(dst)]
-	a = a[:len(dst)]
-	for i := range dst {
-		x, y := load(a[i]), load(b[i])
-		var r float32
-		switch op {
-		case Sum:
-			r = x + y
-		case Prod:
-			r = x * y
-		case Min:
-			r = min(x, y)
-		case Max:
-			r = max(x, y)
-		default:
-			panic(fmt.Sprintf("reduce: invalid op %v", op))
-		}
-		dst[i] = store(r)
-	}
-}
+// A binaryKernel computes dst = a op b over n bytes, n a positive multiple of
+// blockSize; dst may alias a or b exactly. A divKernel divides n bytes of buf
+// in place by d (Finish for Avg).
+type (
+	binaryKernel func(dst, a, b *byte, n int)
+	divKernel    func(buf *byte, n int, d float64)
+)
+
+// The vector kernels of this CPU, filled in by init on amd64 (see
+// kernels_amd64.go); a nil entry falls back to the generic Go code, which is
+// also the only code on other architectures and with the purego build tag.
+var (
+	binaryKernels [BFloat16 + 1][Max + 1]binaryKernel
+	divKernels    [BFloat16 + 1]divKernel
+	asmImpl       string // the instruction set of the kernels, "" for none
+
+	// useAsm can be cleared by tests to compare with the generic code.
+	useAsm = true
+)
 
 // view reinterprets a byte buffer as a slice of T without copying.
 func view[T any](b []byte) []T {

@@ -1,0 +1,113 @@
+package algotest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/collkit/collkit/reduce"
+	"github.com/collkit/collkit/transport"
+	"github.com/collkit/collkit/verify"
+)
+
+// AllReduceFunc is the algorithm under test.
+type AllReduceFunc func(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte) error
+
+// World returns size connected transports, index = rank, cleaned up by t.
+type World func(t testing.TB, size int) []transport.Transport
+
+// Counts are the element counts of the table: empty, single, primes, and
+// sizes not divisible by any world size, plus one large enough to span many
+// pipeline segments.
+var Counts = []int{0, 1, 2, 3, 7, 13, 64, 1000, 4099, 65537}
+
+// Options narrows the table, for slow transports.
+type Options struct {
+	Sizes  []int          // world sizes; nil means 1..8
+	Counts []int          // element counts; nil means Counts
+	DTypes []reduce.DType // nil means all
+	Ops    []reduce.Op    // nil means all
+}
+
+// AllReduce runs the correctness table for fn over transports from world.
+func AllReduce(t *testing.T, fn AllReduceFunc, world World) {
+	AllReduceWith(t, fn, world, Options{})
+}
+
+// AllReduceWith runs the table narrowed by opts.
+func AllReduceWith(t *testing.T, fn AllReduceFunc, world World, opts Options) {
+	if opts.Sizes == nil {
+		opts.Sizes = []int{1, 2, 3, 4, 5, 6, 7, 8}
+	}
+	if opts.Counts == nil {
+		opts.Counts = Counts
+	}
+	if opts.DTypes == nil {
+		opts.DTypes = reduce.DTypes
+	}
+	if opts.Ops == nil {
+		opts.Ops = reduce.Ops
+	}
+	for _, n := range opts.Sizes {
+		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
+			ts := world(t, n)
+			var seq uint64
+			for _, dt := range opts.DTypes {
+				for _, op := range opts.Ops {
+					for _, count := range opts.Counts {
+						for _, inPlace := range []bool{false, true} {
+							seq++
+							if err := runOne(fn, ts, seq, dt, op, count, inPlace); err != nil {
+								t.Fatalf("%v %v count=%d inPlace=%v: %v", dt, op, count, inPlace, err)
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// runOne runs one all-reduce on every rank at once and checks every element
+// of every rank's result.
+func runOne(fn AllReduceFunc, ts []transport.Transport, seq uint64, dt reduce.DType, op reduce.Op, count int, inPlace bool) error {
+	n := len(ts)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	want := make([]byte, count*dt.Size())
+	verify.Expect(dt, op, want, seq, n)
+	h := transport.Header{Seq: seq, Count: uint64(count), Root: -1, Coll: transport.CollAllReduce, DType: dt, Op: op}
+
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r, tr := range ts {
+		wg.Go(func() {
+			send := make([]byte, count*dt.Size())
+			verify.Fill(dt, op, send, seq, r)
+			recv := send
+			if !inPlace {
+				recv = make([]byte, len(send))
+				for i := range recv {
+					recv[i] = 0xA5 // a collective that writes nothing is caught
+				}
+			}
+			if err := fn(ctx, tr, h, send, recv); err != nil {
+				errs[r] = fmt.Errorf("rank %d: %w", r, err)
+				cancel()
+				return
+			}
+			if w := verify.Wrong(dt, recv, want); w > 0 {
+				errs[r] = fmt.Errorf("rank %d: %d of %d elements wrong", r, w, count)
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,216 @@
+package ring
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/collkit/collkit/reduce"
+	"github.com/collkit/collkit/transport"
+)
+
+// DefaultSegmentBytes is the pipelining unit when Config.SegmentBytes is zero:
+// large enough that per-message costs vanish, small enough to stay in cache
+// between receive and reduce.
+const DefaultSegmentBytes = 256 << 10
+
+// Config tunes the ring. The zero value is ready to use.
+type Config struct {
+	// SegmentBytes is the largest message the ring sends; chunks are cut into
+	// segments of this size and pipelined. Zero means DefaultSegmentBytes.
+	SegmentBytes int
+}
+
+// AllReduce runs a ring all-reduce with the default Config.
+func AllReduce(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte) error {
+	return Config{}.AllReduce(ctx, t, h, send, recv)
+}
+
+// AllReduce reduces send over all ranks of t into recv, with h.DType and h.Op.
+// send and recv have the same length, a multiple of the element size; they may
+// be the same slice (in place). h describes the operation; the ring sets Step
+// and Len on each message.
+func (c Config) AllReduce(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte) error {
+	n, r := t.Size(), t.Rank()
+	es := h.DType.Size()
+	if es == 0 || !h.Op.Valid() {
+		return fmt.Errorf("ring: invalid dtype %v or op %v", h.DType, h.Op)
+	}
+	if len(send) != len(recv) || len(send)%es != 0 {
+		return fmt.Errorf("ring: send is %d bytes and recv %d bytes; both must be the same multiple of %d (%v)",
+			len(send), len(recv), es, h.DType)
+	}
+	if !sameStart(send, recv) {
+		copy(recv, send)
+	}
+	if n == 1 || len(send) == 0 {
+		reduce.Finish(h.DType, h.Op, recv, n)
+		return nil
+	}
+	seg := c.SegmentBytes
+	if seg <= 0 {
+		seg = DefaultSegmentBytes
+	}
+	seg -= seg % es
+	if seg == 0 {
+		seg = es
+	}
+	p := plan{n: n, r: r, es: es, count: len(send) / es, seg: seg}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ready := &progress{wake: make(chan struct{}, 1)}
+	sendErr := make(chan error, 1)
+	go func() {
+		err := p.sendAll(ctx, t, h, send, recv, ready)
+		if err != nil {
+			cancel() // unblock the receiver
+		}
+		sendErr <- err
+	}()
+	recvErr := p.recvAll(ctx, t, h, send, recv, ready)
+	if recvErr != nil {
+		cancel() // unblock the sender
+	}
+	if err := <-sendErr; err != nil && (recvErr == nil || isCancel(recvErr)) {
+		return err
+	}
+	return recvErr
+}
+
+// plan is the shape of one ring all-reduce: n chunks, one per rank, each cut
+// into segments.
+type plan struct {
+	n, r, es, count, seg int
+}
+
+// steps is the number of ring steps: n-1 of reduce-scatter, n-1 of all-gather.
+func (p plan) steps() int { return 2 * (p.n - 1) }
+
+// chunk returns the byte range of chunk k (taken mod n).
+func (p plan) chunk(k int) (lo, hi int) {
+	k = ((k % p.n) + p.n) % p.n
+	return k * p.count / p.n * p.es, (k + 1) * p.count / p.n * p.es
+}
+
+// sendChunk is the chunk rank r sends at step s; recvChunk the one it receives.
+// The chunk sent at step s+1 is the one received at step s, which is what lets
+// a segment be forwarded as soon as it has arrived.
+func (p plan) sendChunk(s int) int {
+	if s < p.n-1 {
+		return p.r - s
+	}
+	return p.r + 1 - (s - (p.n - 1))
+}
+
+func (p plan) recvChunk(s int) int {
+	if s < p.n-1 {
+		return p.r - s - 1
+	}
+	return p.r - (s - (p.n - 1))
+}
+
+func (p plan) sendAll(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte, ready *progress) error {
+	right := (p.r + 1) % p.n
+	var msg uint32
+	var forwarded int64
+	for s := 0; s < p.steps(); s++ {
+		src := recv
+		if s == 0 {
+			src = send
+		}
+		lo, hi := p.chunk(p.sendChunk(s))
+		for off := lo; off < hi; off += p.seg {
+			end := min(off+p.seg, hi)
+			if s > 0 {
+				forwarded++
+				if err := ready.wait(ctx, forwarded); err != nil {
+					return err
+				}
+			}
+			h.Step = msg
+			msg++
+			if err := t.Send(ctx, right, h, src[off:end]); err != nil {
+				return fmt.Errorf("ring step %d/%d: %w", s, p.steps(), err)
+			}
+		}
+	}
+	return nil
+}
+
+func (p plan) recvAll(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte, ready *progress) error {
+	left := (p.r - 1 + p.n) % p.n
+	stage := getStage(p.seg)
+	defer putStage(stage)
+	var msg uint32
+	for s := 0; s < p.steps(); s++ {
+		lo, hi := p.chunk(p.recvChunk(s))
+		reducing := s < p.n-1
+		for off := lo; off < hi; off += p.seg {
+			end := min(off+p.seg, hi)
+			h.Step = msg
+			msg++
+			if reducing {
+				in := (*stage)[:end-off]
+				if err := t.Recv(ctx, left, h, in); err != nil {
+					return fmt.Errorf("ring step %d/%d: %w", s, p.steps(), err)
+				}
+				reduce.ReduceTo(h.DType, h.Op, recv[off:end], send[off:end], in)
+				if s == p.n-2 {
+					reduce.Finish(h.DType, h.Op, recv[off:end], p.n)
+				}
+			} else if err := t.Recv(ctx, left, h, recv[off:end]); err != nil {
+				return fmt.Errorf("ring step %d/%d: %w", s, p.steps(), err)
+			}
+			ready.add()
+		}
+	}
+	return nil
+}
+
+// progress counts segments received, so the sender can forward each one as
+// soon as it is complete.
+type progress struct {
+	done atomic.Int64
+	wake chan struct{}
+}
+
+func (g *progress) add() {
+	g.done.Add(1)
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (g *progress) wait(ctx context.Context, n int64) error {
+	for g.done.Load() < n {
+		select {
+		case <-g.wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+var stages sync.Pool
+
+func getStage(n int) *[]byte {
+	if b, ok := stages.Get().(*[]byte); ok && cap(*b) >= n {
+		*b = (*b)[:n]
+		return b
+	}
+	b := make([]byte, n)
+	return &b
+}
+
+func putStage(b *[]byte) { stages.Put(b) }
+
+func sameStart(a, b []byte) bool {
+	return len(a) > 0 && len(b) > 0 && &a[0] == &b[0] || len(a) == 0 && len(b) == 0
+}
+
+func isCancel(err error) bool { return errors.Is(err, context.Canceled) }

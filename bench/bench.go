@@ -1,0 +1,204 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/collkit/collkit"
+	"github.com/collkit/collkit/reduce"
+	"github.com/collkit/collkit/verify"
+)
+
+// Config describes a sweep. Every rank must use the same Config.
+type Config struct {
+	MinBytes, MaxBytes int64 // sizes swept, in bytes
+	StepFactor         int64 // each size is the last times this; zero means 2
+	Iters              int   // timed iterations per size; zero means 20
+	Warmup             int   // untimed iterations before timing
+	Check              int   // checked iterations per size (0 skips the check)
+	DType              reduce.DType
+	Op                 reduce.Op
+	Seed               uint64 // seeds the checked inputs
+}
+
+// Measurement is one timed run (out-of-place or in-place) at one size.
+type Measurement struct {
+	TimeUS float64 `json:"time_us"`   // mean time per iteration of the slowest rank
+	AlgBW  float64 `json:"algbw_gbs"` // bytes / time, GB/s (1e9)
+	BusBW  float64 `json:"busbw_gbs"` // algbw x the collective's bus factor
+	Wrong  int64   `json:"wrong"`     // wrong elements, summed over ranks and check iterations
+}
+
+// Row is one size of a sweep.
+type Row struct {
+	Bytes      int64       `json:"bytes"`
+	Count      int64       `json:"count"`
+	DType      string      `json:"dtype"`
+	Op         string      `json:"op"`
+	Root       int         `json:"root"`
+	OutOfPlace Measurement `json:"out_of_place"`
+	InPlace    Measurement `json:"in_place"`
+}
+
+// Sizes lists the byte sizes of the sweep, each rounded down to whole
+// elements (at least one element).
+func (cfg Config) Sizes() []int64 {
+	es := int64(cfg.DType.Size())
+	step := max(cfg.StepFactor, 2)
+	var sizes []int64
+	for b := cfg.MinBytes; b <= cfg.MaxBytes; b *= step {
+		sizes = append(sizes, max(b/es, 1)*es)
+		if b == 0 {
+			break
+		}
+	}
+	return sizes
+}
+
+// AllReduceBusFactor converts algorithm bandwidth to bus bandwidth for
+// all-reduce on n ranks, as nccl-tests defines it: 2(n-1)/n.
+func AllReduceBusFactor(n int) float64 { return 2 * float64(n-1) / float64(n) }
+
+// Run sweeps all-reduce over cfg's sizes on c and calls each (if not nil)
+// with every finished row, on every rank. The returned rows hold the slowest
+// rank's times and the wrong counts of all ranks.
+func Run(ctx context.Context, c *collkit.Comm, cfg Config, each func(Row)) ([]Row, error) {
+	if cfg.Iters == 0 {
+		cfg.Iters = 20
+	}
+	sizes := cfg.Sizes()
+	if len(sizes) == 0 {
+		return nil, nil
+	}
+	maxBytes := sizes[len(sizes)-1]
+	send, recv := make([]byte, maxBytes), make([]byte, maxBytes)
+	want := make([]byte, 0)
+	if cfg.Check > 0 {
+		want = make([]byte, maxBytes)
+	}
+	verify.Fill(cfg.DType, cfg.Op, send, cfg.Seed, c.Rank())
+	copy(recv, send)
+
+	var rows []Row
+	for _, size := range sizes {
+		row := Row{Bytes: size, Count: size / int64(cfg.DType.Size()), DType: cfg.DType.String(), Op: cfg.Op.String(), Root: -1}
+		s, r := send[:size], recv[:size]
+		var err error
+		if row.OutOfPlace.TimeUS, err = timeIt(ctx, c, cfg, s, r); err != nil {
+			return rows, err
+		}
+		if row.InPlace.TimeUS, err = timeIt(ctx, c, cfg, r, r); err != nil {
+			return rows, err
+		}
+		if cfg.Check > 0 {
+			w := want[:size]
+			if row.OutOfPlace.Wrong, row.InPlace.Wrong, err = check(ctx, c, cfg, s, r, w); err != nil {
+				return rows, err
+			}
+		}
+		for _, m := range []*Measurement{&row.OutOfPlace, &row.InPlace} {
+			m.AlgBW = float64(size) / m.TimeUS / 1e3
+			m.BusBW = m.AlgBW * AllReduceBusFactor(c.Size())
+		}
+		rows = append(rows, row)
+		if each != nil {
+			each(row)
+		}
+	}
+	return rows, nil
+}
+
+// timeIt returns the slowest rank's mean microseconds per all-reduce.
+func timeIt(ctx context.Context, c *collkit.Comm, cfg Config, send, recv []byte) (float64, error) {
+	for range cfg.Warmup {
+		if err := c.AllReduce(ctx, cfg.DType, cfg.Op, send, recv); err != nil {
+			return 0, err
+		}
+	}
+	if err := barrier(ctx, c); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	for range cfg.Iters {
+		if err := c.AllReduce(ctx, cfg.DType, cfg.Op, send, recv); err != nil {
+			return 0, err
+		}
+	}
+	us := []float64{float64(time.Since(start).Nanoseconds()) / 1e3 / float64(cfg.Iters)}
+	if err := collkit.AllReduce(ctx, c, us, us, collkit.Max); err != nil {
+		return 0, err
+	}
+	return us[0], nil
+}
+
+// check runs cfg.Check verified iterations out of place and in place and
+// returns the wrong elements summed over ranks.
+func check(ctx context.Context, c *collkit.Comm, cfg Config, send, recv, want []byte) (outWrong, inWrong int64, err error) {
+	var wrong [2]int64
+	for it := range cfg.Check {
+		seed := cfg.Seed + uint64(it) + 1
+		verify.Expect(cfg.DType, cfg.Op, want, seed, c.Size())
+
+		verify.Fill(cfg.DType, cfg.Op, send, seed, c.Rank())
+		poison(recv)
+		if err := c.AllReduce(ctx, cfg.DType, cfg.Op, send, recv); err != nil {
+			return 0, 0, err
+		}
+		wrong[0] += int64(verify.Wrong(cfg.DType, recv, want))
+
+		verify.Fill(cfg.DType, cfg.Op, recv, seed, c.Rank())
+		if err := c.AllReduce(ctx, cfg.DType, cfg.Op, recv, recv); err != nil {
+			return 0, 0, err
+		}
+		wrong[1] += int64(verify.Wrong(cfg.DType, recv, want))
+	}
+	if err := collkit.AllReduce(ctx, c, wrong[:], wrong[:], collkit.Sum); err != nil {
+		return 0, 0, err
+	}
+	return wrong[0], wrong[1], nil
+}
+
+// poison fills an output buffer with a pattern no correct result has
+// everywhere, so a collective that writes nothing is caught.
+func poison(b []byte) {
+	for i := range b {
+		b[i] = 0xA5
+	}
+}
+
+func barrier(ctx context.Context, c *collkit.Comm) error {
+	var one [1]int32
+	return collkit.AllReduce(ctx, c, one[:], one[:], collkit.Sum)
+}
+
+// AvgBusBW is the mean out-of-place bus bandwidth over rows, the figure
+// nccl-tests prints as "Avg bus bandwidth".
+func AvgBusBW(rows []Row) float64 {
+	if len(rows) == 0 {
+		return 0
+	}
+	var s float64
+	for _, r := range rows {
+		s += r.OutOfPlace.BusBW
+	}
+	return s / float64(len(rows))
+}
+
+// Wrong is the total of wrong elements over rows.
+func Wrong(rows []Row) int64 {
+	var w int64
+	for _, r := range rows {
+		w += r.OutOfPlace.Wrong + r.InPlace.Wrong
+	}
+	return w
+}
+
+// FormatGB prints a bandwidth like nccl-tests: two decimals, "inf" guarded.
+func FormatGB(v float64) string {
+	if math.IsInf(v, 0) || math.IsNaN(v) {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", v)
+}

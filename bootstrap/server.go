@@ -1,0 +1,353 @@
+package bootstrap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+)
+
+// Server is the TCP side of the bootstrap store. Rank 0 (or a launcher)
+// hosts it; every rank reaches it with Dial. It keeps the keys in memory and
+// answers a Get as soon as the key is set, so waiting happens on the server
+// and nobody polls over the network.
+//
+// The server drops any connection that does not open with a valid hello
+// within a few seconds or that later sends a malformed frame, logs it, and
+// goes on serving the others.
+type Server struct {
+	ln           net.Listener
+	log          *slog.Logger
+	helloTimeout time.Duration // how long a new connection may stay silent
+	writeTimeout time.Duration // how long a client may leave replies unread
+
+	mu      sync.Mutex
+	closed  bool
+	values  map[string][]byte
+	waiters map[string][]waiter // Gets waiting for a key
+	conns   map[*serverConn]struct{}
+	idle    chan struct{} // made by Shutdown, closed when conns is empty
+	wg      sync.WaitGroup
+}
+
+type waiter struct {
+	c  *serverConn
+	id uint64
+}
+
+// Listen starts a store server on addr ("host:port"; port 0 picks a free
+// one) and serves in the background until Close.
+func Listen(addr string) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap: store server cannot listen on %s: %w", addr, err)
+	}
+	s := newServer(ln)
+	s.start()
+	return s, nil
+}
+
+// newServer returns a server on ln that has not started; tests adjust its
+// settings before start.
+func newServer(ln net.Listener) *Server {
+	return &Server{
+		ln:           ln,
+		log:          slog.Default(),
+		helloTimeout: 5 * time.Second,
+		writeTimeout: time.Minute,
+		values:       make(map[string][]byte),
+		waiters:      make(map[string][]waiter),
+		conns:        make(map[*serverConn]struct{}),
+	}
+}
+
+func (s *Server) start() {
+	s.wg.Add(1)
+	go s.accept()
+}
+
+// Addr is the address the server listens on, as "ip:port".
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Shutdown stops accepting connections, waits until every client has
+// disconnected or ctx ends, and then closes the server. The host of the
+// store calls it so that ranks still reading their last keys are not cut
+// off.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if s.idle == nil {
+		s.idle = make(chan struct{})
+		if len(s.conns) == 0 {
+			close(s.idle)
+		}
+	}
+	idle := s.idle
+	s.mu.Unlock()
+	s.ln.Close()
+	var err error
+	select {
+	case <-idle:
+	case <-ctx.Done():
+		err = fmt.Errorf("bootstrap: store server at %s closed with clients still connected: %w", s.Addr(), ctx.Err())
+	}
+	s.Close()
+	return err
+}
+
+// Close stops the server, drops every client and waits for its goroutines.
+// Clients waiting in Get see an error. Close is safe to call more than once.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	conns := make([]*serverConn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	err := s.ln.Close()
+	for _, c := range conns {
+		c.close()
+	}
+	s.wg.Wait()
+	if errors.Is(err, net.ErrClosed) { // Shutdown closed it
+		err = nil
+	}
+	return err
+}
+
+func (s *Server) accept() {
+	defer s.wg.Done()
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed || s.idle != nil
+			s.mu.Unlock()
+			if !closed && !errors.Is(err, net.ErrClosed) {
+				s.log.Warn("bootstrap: store server stopped accepting", "addr", s.Addr(), "err", err)
+			}
+			return
+		}
+		c := &serverConn{s: s, nc: nc, wake: make(chan struct{}, 1), gets: make(map[uint64]string)}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			nc.Close()
+			return
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(2)
+		s.mu.Unlock()
+		go c.read()
+		go c.write()
+	}
+}
+
+// set stores value and answers the Gets that waited for key.
+func (s *Server) set(key string, value []byte) {
+	s.mu.Lock()
+	s.values[key] = value
+	ws := s.waiters[key]
+	delete(s.waiters, key)
+	for _, w := range ws {
+		delete(w.c.gets, w.id)
+	}
+	s.mu.Unlock()
+	for _, w := range ws {
+		w.c.send(frame{typ: frameValue, id: w.id, value: value})
+	}
+}
+
+// get answers at once when key is set and registers a waiter otherwise.
+func (s *Server) get(c *serverConn, id uint64, key string) {
+	s.mu.Lock()
+	v, ok := s.values[key]
+	if !ok {
+		s.waiters[key] = append(s.waiters[key], waiter{c, id})
+		c.gets[id] = key
+	}
+	s.mu.Unlock()
+	if ok {
+		c.send(frame{typ: frameValue, id: id, value: v})
+	}
+}
+
+// cancel forgets the Get id of c, if it still waits.
+func (s *Server) cancel(c *serverConn, id uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if key, ok := c.gets[id]; ok {
+		delete(c.gets, id)
+		s.removeWaiter(key, c, id)
+	}
+}
+
+func (s *Server) removeWaiter(key string, c *serverConn, id uint64) {
+	ws := s.waiters[key]
+	for i, w := range ws {
+		if w.c == c && w.id == id {
+			ws = append(ws[:i], ws[i+1:]...)
+			break
+		}
+	}
+	if len(ws) == 0 {
+		delete(s.waiters, key)
+	} else {
+		s.waiters[key] = ws
+	}
+}
+
+// serverConn is one client connection: a reader that handles requests and a
+// writer that sends replies from a queue, so that answering a waiter never
+// blocks the store on a slow client.
+type serverConn struct {
+	s    *Server
+	nc   net.Conn
+	gets map[uint64]string // waiting Gets by id; guarded by s.mu
+
+	mu      sync.Mutex
+	queue   [][]byte
+	done    bool
+	wake    chan struct{}
+	closeMu sync.Once
+}
+
+func (c *serverConn) send(f frame) {
+	b := appendFrame(nil, f)
+	c.mu.Lock()
+	if !c.done {
+		c.queue = append(c.queue, b)
+	}
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *serverConn) close() {
+	c.closeMu.Do(func() {
+		c.nc.Close()
+		c.mu.Lock()
+		c.done = true
+		c.queue = nil
+		c.mu.Unlock()
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+	})
+}
+
+func (c *serverConn) write() {
+	defer c.s.wg.Done()
+	var batch [][]byte
+	for range c.wake {
+		c.mu.Lock()
+		batch, c.queue = c.queue, batch[:0]
+		done := c.done
+		c.mu.Unlock()
+		if done {
+			return
+		}
+		for _, b := range batch {
+			c.nc.SetWriteDeadline(time.Now().Add(c.s.writeTimeout))
+			if _, err := c.nc.Write(b); err != nil {
+				c.mu.Lock()
+				done := c.done
+				c.mu.Unlock()
+				if done {
+					return
+				}
+				c.s.log.Warn("bootstrap: dropping store client that does not read its replies",
+					"remote", c.nc.RemoteAddr().String(), "err", err)
+				c.close()
+				return
+			}
+		}
+		clear(batch)
+	}
+}
+
+func (c *serverConn) read() {
+	defer c.s.wg.Done()
+	defer c.forget()
+	defer c.close()
+	remote := c.nc.RemoteAddr().String()
+
+	// A client opens with a hello; anything else is a stranger.
+	c.nc.SetReadDeadline(time.Now().Add(c.s.helloTimeout))
+	f, buf, err := readFrame(c.nc, nil)
+	if err == nil && (f.typ != frameHello || f.key != storeMagic || len(f.value) != 1) {
+		err = fmt.Errorf("%w: first frame is type %#x, not a hello", errBadFrame, f.typ)
+	}
+	if err != nil {
+		c.s.log.Warn("bootstrap: dropped a connection that is not a collkit store client",
+			"remote", remote, "err", err)
+		return
+	}
+	if f.value[0] != protoVersion {
+		c.s.log.Warn("bootstrap: dropped a store client of another protocol version",
+			"remote", remote, "version", f.value[0], "want", protoVersion)
+		// Answer directly: the writer would be stopped before it sent this.
+		c.nc.SetWriteDeadline(time.Now().Add(time.Second))
+		c.nc.Write(appendFrame(nil, frame{typ: frameError, id: f.id, value: fmt.Appendf(nil,
+			"store protocol version %d, this server speaks %d: every rank must run the same collkit build",
+			f.value[0], protoVersion)}))
+		return
+	}
+	c.nc.SetReadDeadline(time.Time{})
+	c.send(frame{typ: frameOK, id: f.id})
+
+	for {
+		f, buf, err = readFrame(c.nc, buf)
+		if err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+				c.s.log.Debug("bootstrap: store client left", "remote", remote)
+			} else {
+				c.s.log.Warn("bootstrap: dropped a store client", "remote", remote, "err", err)
+			}
+			return
+		}
+		switch f.typ {
+		case frameSet:
+			c.s.set(f.key, append([]byte{}, f.value...))
+			c.send(frame{typ: frameOK, id: f.id})
+		case frameGet:
+			c.s.get(c, f.id, f.key)
+		case frameCancel:
+			c.s.cancel(c, f.id)
+		default:
+			c.s.log.Warn("bootstrap: dropped a store client that sent an unexpected frame",
+				"remote", remote, "type", f.typ)
+			return
+		}
+	}
+}
+
+// forget removes c's waiters and c itself from the server.
+func (c *serverConn) forget() {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, key := range c.gets {
+		s.removeWaiter(key, c, id)
+	}
+	clear(c.gets)
+	delete(s.conns, c)
+	if s.idle != nil && len(s.conns) == 0 {
+		select {
+		case <-s.idle:
+		default:
+			close(s.idle)
+		}
+	}
+}

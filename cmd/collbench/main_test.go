@@ -1,0 +1,195 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/collkit/collkit/bench"
+)
+
+// binary is collbench built once for the tests that run real processes.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "collbench-test")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "collbench")
+	build := exec.Command("go", "build", "-o", binary, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		panic("building collbench: " + err.Error())
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// collbench runs the binary with a clean rank environment and returns its
+// output and exit status.
+func collbench(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = append(cleanEnv(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("collbench %v hung: stderr:\n%s", args, errb.String())
+	}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("running collbench: %v", err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// cleanEnv is this process's environment without rank variables, so that
+// collbench launches its own ranks even under a CI launcher.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		switch {
+		case name == "RANK", name == "WORLD_SIZE", name == "LOCAL_RANK", name == "MASTER_ADDR", name == "MASTER_PORT",
+			strings.HasPrefix(name, "OMPI_"), strings.HasPrefix(name, "PMI"), strings.HasPrefix(name, "SLURM_"),
+			strings.HasPrefix(name, "COLLKIT_"):
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+func TestFourRanksRingOverTCP(t *testing.T) {
+	jsonPath := filepath.Join(t.TempDir(), "out.json")
+	stdout, stderr, code := collbench(t, nil, "--np", "4", "--algo", "ring", "-b", "8", "-e", "1M", "-f", "4",
+		"-n", "3", "-w", "1", "--json", jsonPath)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "# Avg bus bandwidth") || !strings.Contains(stdout, "4 ranks") {
+		t.Fatalf("no nccl-tests style table:\n%s", stdout)
+	}
+	var report bench.Report
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &report); err != nil {
+		t.Fatalf("JSON output does not parse: %v", err)
+	}
+	// Sizes 8 * 4^k up to 1 MiB: 8 B ... 512 KiB.
+	if report.Ranks != 4 || report.Schema != bench.SchemaVersion || len(report.Rows) != 9 {
+		t.Fatalf("report: ranks=%d schema=%q rows=%d, want 4, %q, 9", report.Ranks, report.Schema, len(report.Rows), bench.SchemaVersion)
+	}
+	for _, row := range report.Rows {
+		if row.OutOfPlace.Wrong != 0 || row.InPlace.Wrong != 0 || row.OutOfPlace.TimeUS <= 0 || row.OutOfPlace.BusBW <= 0 {
+			t.Errorf("row %+v: want no wrong elements and positive times", row)
+		}
+	}
+}
+
+func TestEveryDTypeAndOp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short mode")
+	}
+	for _, dt := range []string{"float32", "float64", "int32", "int64", "uint8", "float16", "bfloat16"} {
+		for _, op := range []string{"sum", "prod", "min", "max", "avg"} {
+			stdout, stderr, code := collbench(t, nil, "--np", "3", "-d", dt, "-o", op, "-b", "8", "-e", "4K", "-f", "8", "-n", "1", "-w", "0")
+			if code != 0 || !strings.Contains(stdout, "Out of bounds values : 0 OK") {
+				t.Fatalf("%s %s: exit %d\n%s\n%s", dt, op, code, stdout, stderr)
+			}
+		}
+	}
+}
+
+// Bad input gets one clear line on stderr and exit status 2, without
+// launching anything that could hang.
+func TestBadInput(t *testing.T) {
+	cases := []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"unknown algorithm", nil, []string{"--algo", "nope"}, `--algo "nope": unknown algorithm`},
+		{"unknown transport", nil, []string{"--transport", "carrier-pigeon"}, "unknown transport"},
+		{"unknown dtype", nil, []string{"-d", "complex128"}, "data type"},
+		{"unknown op", nil, []string{"-o", "xor"}, "reduction op"},
+		{"size not a multiple", nil, []string{"--size", "6", "-d", "float32"}, "not a multiple of the element size 4"},
+		{"np zero", nil, []string{"--np", "0"}, "--np 0"},
+		{"bad size", nil, []string{"--size", "lots"}, "not a positive byte count"},
+		{"unknown flag", nil, []string{"--frobnicate"}, "unknown flag"},
+		{"bad RANK", []string{"RANK=x", "WORLD_SIZE=2"}, []string{"--size", "64"}, "RANK"},
+		{"unreachable MASTER_ADDR", []string{"RANK=1", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + closedPort(t)},
+			[]string{"--size", "64", "--connect-timeout", "2s"}, "127.0.0.1"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			start := time.Now()
+			stdout, stderr, code := collbench(t, c.env, c.args...)
+			if code != 2 {
+				t.Fatalf("exit %d, want 2\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+			}
+			lines := strings.Split(strings.TrimSpace(stderr), "\n")
+			if len(lines) != 1 || !strings.Contains(stderr, c.want) || !strings.HasPrefix(stderr, "collbench: ") {
+				t.Fatalf("stderr should be one line containing %q, got:\n%s", c.want, stderr)
+			}
+			if strings.Contains(stderr, "panic") || strings.Contains(stderr, "goroutine ") {
+				t.Fatalf("panic: %s", stderr)
+			}
+			if time.Since(start) > 20*time.Second {
+				t.Fatalf("took %v", time.Since(start))
+			}
+		})
+	}
+}
+
+// closedPort returns a loopback port nobody listens on.
+func closedPort(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	return strconv.Itoa(port)
+}
+
+// mpirun -np 4 collbench must work: ranks come from Open MPI's variables.
+func TestUnderMpirun(t *testing.T) {
+	mpirun, err := exec.LookPath("mpirun")
+	if err != nil {
+		t.Skip("mpirun not installed (apt-get install openmpi-bin; .ci/run installs it): skipping the Open MPI launch test")
+	}
+	port := closedPort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, mpirun, "--oversubscribe", "-np", "4", "-x", "MASTER_PORT="+port,
+		binary, "-b", "1K", "-e", "64K", "-f", "8", "-n", "2", "-w", "1")
+	cmd.Env = append(cleanEnv(), "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("mpirun collbench: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "4 ranks") || !strings.Contains(string(out), "Out of bounds values : 0 OK") {
+		t.Fatalf("unexpected output:\n%s", out)
+	}
+}

@@ -1,0 +1,261 @@
+package collkit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/collkit/collkit/algo/ring"
+	"github.com/collkit/collkit/reduce"
+	"github.com/collkit/collkit/transport"
+)
+
+// DType and Op are re-exported from package reduce so that most programs need
+// only this package.
+type (
+	DType = reduce.DType
+	Op    = reduce.Op
+)
+
+// Element types.
+const (
+	Float32  = reduce.Float32
+	Float64  = reduce.Float64
+	Int32    = reduce.Int32
+	Int64    = reduce.Int64
+	Uint8    = reduce.Uint8
+	Float16  = reduce.Float16
+	BFloat16 = reduce.BFloat16
+)
+
+// Reduction operators.
+const (
+	Sum  = reduce.Sum
+	Prod = reduce.Prod
+	Min  = reduce.Min
+	Max  = reduce.Max
+	Avg  = reduce.Avg
+)
+
+// DefaultTimeout bounds each collective when Options.Timeout is zero.
+const DefaultTimeout = 5 * time.Minute
+
+// Errors returned by Comm.
+var (
+	// ErrAborted is wrapped by every call on a communicator that already
+	// failed; the first error is wrapped with it.
+	ErrAborted = errors.New("communicator aborted by an earlier error")
+	// ErrBadArgument is wrapped when a call's arguments are invalid on this
+	// rank (sizes, dtype, op, root, algorithm name).
+	ErrBadArgument = errors.New("invalid argument")
+)
+
+// AllReduceFunc is the shape of an all-reduce algorithm (see algo/...).
+type AllReduceFunc func(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte) error
+
+// algorithm is a registered all-reduce; its index in allReduceAlgorithms is
+// the id sent in every header, so ranks that chose different algorithms get a
+// mismatch error instead of a hang.
+type algorithm struct {
+	name string
+	run  AllReduceFunc
+}
+
+var allReduceAlgorithms = []algorithm{
+	{"ring", ring.AllReduce},
+}
+
+// Algorithms lists the names of the all-reduce algorithms Options.Algorithm accepts.
+func Algorithms() []string {
+	names := make([]string, len(allReduceAlgorithms))
+	for i, a := range allReduceAlgorithms {
+		names[i] = a.name
+	}
+	return names
+}
+
+func findAlgorithm(name string) (uint8, error) {
+	if name == "" {
+		return 0, nil
+	}
+	for i, a := range allReduceAlgorithms {
+		if a.name == name {
+			return uint8(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: unknown algorithm %q (use one of %v)", ErrBadArgument, name, Algorithms())
+}
+
+// Options configures a Comm. The zero value is ready to use.
+type Options struct {
+	// Algorithm is the all-reduce algorithm by name (see Algorithms). Empty
+	// means "ring".
+	Algorithm string
+	// Timeout bounds every collective that is called with a context without
+	// an earlier deadline. Zero means DefaultTimeout; negative means none.
+	Timeout time.Duration
+	// Transport names the transport FromEnv builds. Empty means "tcp".
+	Transport string
+	// Streams is the number of TCP connections per peer (tcp transport).
+	// Zero means 1.
+	Streams int
+}
+
+// Comm is a communicator: one rank's handle on a group of ranks.
+type Comm struct {
+	t       transport.Transport
+	algo    uint8
+	timeout time.Duration
+	closers []io.Closer
+
+	mu  sync.Mutex // one collective at a time; guards seq and err
+	seq uint64
+	err error
+}
+
+// New returns a communicator over an already connected transport. The Comm
+// owns t and closes it in Close.
+func New(t transport.Transport, opts Options) (*Comm, error) {
+	algo, err := findAlgorithm(opts.Algorithm)
+	if err != nil {
+		return nil, fmt.Errorf("collkit: rank %d: %w", t.Rank(), err)
+	}
+	timeout := opts.Timeout
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	return &Comm{t: t, algo: algo, timeout: timeout}, nil
+}
+
+// Rank is this process's rank in [0, Size()).
+func (c *Comm) Rank() int { return c.t.Rank() }
+
+// Size is the number of ranks.
+func (c *Comm) Size() int { return c.t.Size() }
+
+// Algorithm is the name of the all-reduce algorithm in use.
+func (c *Comm) Algorithm() string { return allReduceAlgorithms[c.algo].name }
+
+// Transport is the transport the communicator runs on.
+func (c *Comm) Transport() transport.Transport { return c.t }
+
+// Close releases the transport and anything the communicator started (the
+// bootstrap store of FromEnv). Safe to call more than once.
+func (c *Comm) Close() error {
+	err := c.t.Close()
+	for _, cl := range slices.Backward(c.closers) {
+		err = errors.Join(err, cl.Close())
+	}
+	c.closers = nil
+	return err
+}
+
+// AllReduce reduces send over all ranks into recv with op, reading both as
+// elements of dt. send and recv have the same length, a multiple of
+// dt.Size(); recv may be send itself (in place).
+func (c *Comm) AllReduce(ctx context.Context, dt DType, op Op, send, recv []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.usable(); err != nil {
+		return err
+	}
+	if err := checkBuffers(dt, op, send, recv); err != nil {
+		return fmt.Errorf("collkit: rank %d: allreduce: %w", c.Rank(), err)
+	}
+	h := transport.Header{
+		Seq:   c.seq,
+		Count: uint64(len(send) / dt.Size()),
+		Root:  -1,
+		Coll:  transport.CollAllReduce,
+		DType: dt,
+		Op:    op,
+		Algo:  c.algo,
+	}
+	c.seq++
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	if err := allReduceAlgorithms[c.algo].run(ctx, c.t, h, send, recv); err != nil {
+		return c.fail(fmt.Errorf("collkit: rank %d: allreduce #%d (%s, %d x %v, %v): %w",
+			c.Rank(), h.Seq, c.Algorithm(), h.Count, dt, op, explain(ctx, err)))
+	}
+	return nil
+}
+
+// explain adds the reason a context ended (the communicator's timeout, say)
+// to an error caused by it.
+func explain(ctx context.Context, err error) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
+		return fmt.Errorf("%w (%v)", err, cause)
+	}
+	return err
+}
+
+// AllReduce reduces send over all ranks into recv with op. recv may be send
+// itself (in place). For float16 and bfloat16 data use Comm.AllReduce.
+func AllReduce[T float32 | float64 | int32 | int64 | uint8](ctx context.Context, c *Comm, send, recv []T, op Op) error {
+	return c.AllReduce(ctx, dtypeOf[T](), op, reduce.Bytes(send), reduce.Bytes(recv))
+}
+
+func dtypeOf[T float32 | float64 | int32 | int64 | uint8]() DType {
+	var zero T
+	switch any(zero).(type) {
+	case float32:
+		return Float32
+	case float64:
+		return Float64
+	case int32:
+		return Int32
+	case int64:
+		return Int64
+	default:
+		return Uint8
+	}
+}
+
+func checkBuffers(dt DType, op Op, send, recv []byte) error {
+	if !dt.Valid() {
+		return fmt.Errorf("%w: data type %v", ErrBadArgument, dt)
+	}
+	if !op.Valid() {
+		return fmt.Errorf("%w: reduction op %v", ErrBadArgument, op)
+	}
+	if len(send) != len(recv) {
+		return fmt.Errorf("%w: send buffer is %d bytes but recv buffer is %d; they must be the same size",
+			ErrBadArgument, len(send), len(recv))
+	}
+	if len(send)%dt.Size() != 0 {
+		return fmt.Errorf("%w: buffer of %d bytes is not a whole number of %v elements (%d bytes each)",
+			ErrBadArgument, len(send), dt, dt.Size())
+	}
+	return nil
+}
+
+func (c *Comm) usable() error {
+	if c.err != nil {
+		return fmt.Errorf("collkit: rank %d: %w: %w", c.Rank(), ErrAborted, c.err)
+	}
+	return nil
+}
+
+// fail makes err the communicator's sticky error and closes the transport so
+// that peers waiting on this rank see the failure at once.
+func (c *Comm) fail(err error) error {
+	c.err = err
+	c.t.Close()
+	return err
+}
+
+func (c *Comm) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok || c.timeout < 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeoutCause(ctx, c.timeout,
+		fmt.Errorf("collective exceeded the communicator timeout of %v: a peer is stuck or dead (raise Options.Timeout if the data is just large)", c.timeout))
+}

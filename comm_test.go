@@ -1,0 +1,156 @@
+package collkit_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/collkit/collkit"
+	"github.com/collkit/collkit/transport"
+	"github.com/collkit/collkit/transport/mem"
+)
+
+// comms builds n communicators over a fresh in-memory network.
+func comms(t *testing.T, n int, cfg mem.Config, opts collkit.Options) ([]*collkit.Comm, *mem.Network) {
+	t.Helper()
+	net := mem.NewNetwork(n, cfg)
+	t.Cleanup(func() { net.Close() })
+	cs := make([]*collkit.Comm, n)
+	for r, tr := range net.Transports() {
+		c, err := collkit.New(tr, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		cs[r] = c
+	}
+	return cs, net
+}
+
+// each runs fn on every rank concurrently and returns the ranks' errors.
+func each(cs []*collkit.Comm, fn func(rank int, c *collkit.Comm) error) []error {
+	errs := make([]error, len(cs))
+	var wg sync.WaitGroup
+	for r, c := range cs {
+		wg.Go(func() { errs[r] = fn(r, c) })
+	}
+	wg.Wait()
+	return errs
+}
+
+func TestAllReduceTyped(t *testing.T) {
+	cs, _ := comms(t, 3, mem.Config{}, collkit.Options{})
+	errs := each(cs, func(r int, c *collkit.Comm) error {
+		send := []int64{int64(r), 10, -int64(r)}
+		recv := make([]int64, 3)
+		if err := collkit.AllReduce(context.Background(), c, send, recv, collkit.Max); err != nil {
+			return err
+		}
+		if recv[0] != 2 || recv[1] != 10 || recv[2] != 0 {
+			t.Errorf("rank %d: max = %v, want [2 10 0]", r, recv)
+		}
+		return nil
+	})
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestBadArguments(t *testing.T) {
+	cs, _ := comms(t, 1, mem.Config{}, collkit.Options{})
+	c := cs[0]
+	ctx := context.Background()
+	cases := map[string]error{
+		"length mismatch":    c.AllReduce(ctx, collkit.Float32, collkit.Sum, make([]byte, 8), make([]byte, 4)),
+		"not whole elements": c.AllReduce(ctx, collkit.Float32, collkit.Sum, make([]byte, 6), make([]byte, 6)),
+		"bad dtype":          c.AllReduce(ctx, 0, collkit.Sum, nil, nil),
+		"bad op":             c.AllReduce(ctx, collkit.Float32, 99, nil, nil),
+	}
+	for name, err := range cases {
+		if !errors.Is(err, collkit.ErrBadArgument) || !strings.Contains(err.Error(), "rank 0") {
+			t.Errorf("%s: got %v, want ErrBadArgument naming rank 0", name, err)
+		}
+	}
+	// A bad argument is local: the communicator still works.
+	x := []float32{1}
+	if err := collkit.AllReduce(ctx, c, x, x, collkit.Sum); err != nil || x[0] != 1 {
+		t.Fatalf("after bad arguments: %v, %v", err, x)
+	}
+	if _, err := collkit.New(cs[0].Transport(), collkit.Options{Algorithm: "bogus"}); !errors.Is(err, collkit.ErrBadArgument) {
+		t.Fatalf("unknown algorithm: got %v", err)
+	}
+}
+
+// Ranks that disagree on the count get an error on every rank, not a hang
+// and not wrong data, and the communicator stays failed afterwards.
+func TestMismatchFailsEveryRank(t *testing.T) {
+	cs, _ := comms(t, 4, mem.Config{}, collkit.Options{Timeout: 10 * time.Second})
+	errs := each(cs, func(r int, c *collkit.Comm) error {
+		n := 1000
+		if r == 2 {
+			n = 1001
+		}
+		x := make([]float32, n)
+		return collkit.AllReduce(context.Background(), c, x, x, collkit.Sum)
+	})
+	mismatches := 0
+	for r, err := range errs {
+		if err == nil {
+			t.Fatalf("rank %d: no error", r)
+		}
+		if errors.Is(err, transport.ErrMismatch) {
+			mismatches++
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("rank %d waited for the timeout instead of failing fast: %v", r, err)
+		}
+	}
+	if mismatches == 0 {
+		t.Fatalf("no rank reported the mismatch: %v", errs)
+	}
+	x := []float32{1}
+	if err := collkit.AllReduce(context.Background(), cs[0], x, x, collkit.Sum); !errors.Is(err, collkit.ErrAborted) {
+		t.Fatalf("after a failure: got %v, want ErrAborted", err)
+	}
+}
+
+// A message that never arrives becomes an error within the timeout.
+func TestTimeout(t *testing.T) {
+	cs, _ := comms(t, 2, mem.Config{Drop: 1, Seed: 1}, collkit.Options{Timeout: 200 * time.Millisecond})
+	start := time.Now()
+	errs := each(cs, func(r int, c *collkit.Comm) error {
+		x := []float32{1, 2, 3, 4}
+		return collkit.AllReduce(context.Background(), c, x, x, collkit.Sum)
+	})
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "timeout") {
+			t.Errorf("rank %d: got %v, want a timeout error", r, err)
+		}
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("took %v with a 200ms timeout", d)
+	}
+}
+
+// A killed rank becomes an error naming it on the survivors.
+func TestDeadPeer(t *testing.T) {
+	cs, net := comms(t, 3, mem.Config{}, collkit.Options{Timeout: 10 * time.Second})
+	net.Kill(1)
+	errs := each(cs, func(r int, c *collkit.Comm) error {
+		x := make([]float64, 100)
+		return collkit.AllReduce(context.Background(), c, x, x, collkit.Sum)
+	})
+	for r, err := range errs {
+		if err == nil {
+			t.Fatalf("rank %d: no error with rank 1 dead", r)
+		}
+		if r != 1 && !errors.Is(err, transport.ErrPeerGone) {
+			t.Errorf("rank %d: got %v, want ErrPeerGone", r, err)
+		}
+	}
+}

@@ -1,0 +1,19 @@
+// Package collkit is the communicator a distributed program holds: it knows
+// its rank and the job's size, owns a transport to the other ranks and runs
+// collectives over it with a chosen algorithm.
+//
+// Create one from the environment a launcher sets (torchrun's RANK,
+// WORLD_SIZE, MASTER_ADDR, MASTER_PORT; mpirun's OMPI_COMM_WORLD_*; srun's
+// SLURM_*), then call collectives:
+//
+//	comm, err := collkit.FromEnv(ctx, collkit.Options{})
+//	if err != nil { ... }
+//	defer comm.Close()
+//	err = collkit.AllReduce(ctx, comm, grads, grads, collkit.Sum) // in place
+//
+// or build one over any transport.Transport with New (tests use the in-memory
+// transport). Collectives on one Comm run one at a time, in the same order on
+// every rank. An error is fatal to the communicator, as in NCCL: it closes its
+// transport, so peers blocked on it fail fast instead of hanging, and every
+// later call returns the first error.
+package collkit

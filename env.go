@@ -1,0 +1,74 @@
+package collkit
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/collkit/collkit/bootstrap"
+	"github.com/collkit/collkit/transport"
+	"github.com/collkit/collkit/transport/tcp"
+)
+
+// Transports lists the transport names Options.Transport accepts.
+func Transports() []string { return []string{"tcp"} }
+
+// FromEnv creates a communicator from the variables a launcher sets
+// (torchrun, mpirun, srun or collbench's own --np launcher; see
+// bootstrap.FromEnv). It returns an error wrapping bootstrap.ErrNoEnv when
+// none are set. ctx bounds the whole setup: rendezvous and connections.
+func FromEnv(ctx context.Context, opts Options) (*Comm, error) {
+	env, err := bootstrap.FromEnv(os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("collkit: %w", err)
+	}
+	return Connect(ctx, env, opts)
+}
+
+// Connect creates the communicator of rank env.Rank: it meets the other ranks
+// through the bootstrap store at env.MasterAddr:env.MasterPort, then connects
+// the transport named by opts.Transport.
+func Connect(ctx context.Context, env bootstrap.Env, opts Options) (*Comm, error) {
+	if _, err := findAlgorithm(opts.Algorithm); err != nil {
+		return nil, fmt.Errorf("collkit: rank %d: %w", env.Rank, err)
+	}
+	store, closer, err := bootstrap.Rendezvous(ctx, env)
+	if err != nil {
+		return nil, fmt.Errorf("collkit: rank %d: %w", env.Rank, err)
+	}
+	t, err := connectTransport(ctx, env, store, opts)
+	if err != nil {
+		closer.Close()
+		return nil, fmt.Errorf("collkit: rank %d: %w", env.Rank, err)
+	}
+	c, err := New(t, opts)
+	if err != nil {
+		t.Close()
+		closer.Close()
+		return nil, err
+	}
+	c.closers = append(c.closers, closer)
+	return c, nil
+}
+
+func connectTransport(ctx context.Context, env bootstrap.Env, store bootstrap.Store, opts Options) (transport.Transport, error) {
+	switch opts.Transport {
+	case "", "tcp":
+		t, err := tcp.New(tcp.Config{
+			Rank:    env.Rank,
+			Size:    env.Size,
+			JobID:   env.JobID,
+			Addr:    bootstrap.LocalAddrFor(fmt.Sprintf("%s:%d", env.MasterAddr, env.MasterPort)),
+			Streams: opts.Streams,
+		})
+		if err != nil {
+			return nil, err
+		}
+		if err := t.Connect(ctx, store); err != nil {
+			t.Close()
+			return nil, err
+		}
+		return t, nil
+	}
+	return nil, fmt.Errorf("%w: unknown transport %q (use one of %v)", ErrBadArgument, opts.Transport, Transports())
+}

@@ -1,0 +1,12 @@
+// Package launch starts the ranks of a job as local processes, the way
+// `mpirun -np N` or `torchrun --nproc-per-node N` does on one machine.
+//
+// The launcher hosts the job's bootstrap store itself and gives every child
+// the PyTorch-style variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
+// MASTER_PORT) plus COLLKIT_STORE_EXTERNAL=1 and a fresh COLLKIT_JOB_ID, so
+// the children rendezvous without racing for a port. When one rank fails, the
+// others get a grace period to notice and exit on their own, then are killed:
+// a launch never leaves processes behind.
+//
+//	err := launch.Run(ctx, launch.Config{N: 4, Args: os.Args[1:]})
+package launch

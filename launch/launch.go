@@ -1,0 +1,171 @@
+package launch
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/collkit/collkit/bootstrap"
+)
+
+// Config describes a local launch. Zero values are documented per field.
+type Config struct {
+	// N is the number of ranks; it must be at least 1.
+	N int
+	// Command is the program every rank runs. Empty means this executable.
+	Command string
+	// Args are the program's arguments, the same for every rank.
+	Args []string
+	// Env is added to this process's environment for every rank.
+	Env []string
+	// Stdout and Stderr receive the ranks' output. Nil means os.Stdout and
+	// os.Stderr.
+	Stdout, Stderr io.Writer
+	// Grace is how long the other ranks get to exit on their own after one
+	// rank failed, before they are killed. Zero means 10 s.
+	Grace time.Duration
+}
+
+// RankError reports ranks that exited unsuccessfully.
+type RankError struct {
+	Failed map[int]error // rank -> why its process failed
+}
+
+func (e *RankError) Error() string {
+	ranks := slices.Sorted(maps.Keys(e.Failed))
+	parts := make([]string, len(ranks))
+	for i, r := range ranks {
+		parts[i] = fmt.Sprintf("rank %d: %v", r, e.Failed[r])
+	}
+	return "launch: " + strings.Join(parts, "; ")
+}
+
+// ExitCode is the exit status the launcher should end with: the first failed
+// rank's own status when it has one, else 1.
+func (e *RankError) ExitCode() int {
+	ranks := slices.Sorted(maps.Keys(e.Failed))
+	for _, r := range ranks {
+		var ee *exec.ExitError
+		if errors.As(e.Failed[r], &ee) && ee.ExitCode() > 0 {
+			return ee.ExitCode()
+		}
+	}
+	return 1
+}
+
+// Run starts cfg.N ranks and waits for all of them. It returns nil when every
+// rank exits with status 0, and a *RankError otherwise.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.N < 1 {
+		return fmt.Errorf("launch: %d ranks requested: the number of ranks must be at least 1", cfg.N)
+	}
+	if cfg.Command == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("launch: finding this program to start its ranks: %w", err)
+		}
+		cfg.Command = exe
+	}
+	cfg.Stdout = orDefault(cfg.Stdout, io.Writer(os.Stdout))
+	cfg.Stderr = orDefault(cfg.Stderr, io.Writer(os.Stderr))
+	if cfg.Grace == 0 {
+		cfg.Grace = 10 * time.Second
+	}
+
+	srv, err := bootstrap.Listen("127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("launch: starting the bootstrap store: %w", err)
+	}
+	defer srv.Close()
+	host, port := splitHostPort(srv.Addr())
+	job := newJobID()
+
+	type exit struct {
+		rank int
+		err  error
+	}
+	exits := make(chan exit, cfg.N)
+	procs := make([]*exec.Cmd, 0, cfg.N)
+	for r := range cfg.N {
+		cmd := exec.Command(cfg.Command, cfg.Args...)
+		cmd.Stdout, cmd.Stderr = cfg.Stdout, cfg.Stderr
+		cmd.Env = append(os.Environ(), cfg.Env...)
+		cmd.Env = append(cmd.Env,
+			"RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(cfg.N),
+			"LOCAL_RANK="+strconv.Itoa(r), "LOCAL_WORLD_SIZE="+strconv.Itoa(cfg.N),
+			"MASTER_ADDR="+host, "MASTER_PORT="+port,
+			"COLLKIT_STORE_EXTERNAL=1", "COLLKIT_JOB_ID="+job)
+		if err := cmd.Start(); err != nil {
+			killAll(procs)
+			return fmt.Errorf("launch: starting rank %d (%s): %w", r, cfg.Command, err)
+		}
+		procs = append(procs, cmd)
+		go func() { exits <- exit{r, cmd.Wait()} }()
+	}
+
+	failed := map[int]error{}
+	var deadline <-chan time.Time
+	for left := cfg.N; left > 0; {
+		select {
+		case e := <-exits:
+			left--
+			if e.err != nil {
+				failed[e.rank] = e.err
+				if deadline == nil {
+					deadline = time.After(cfg.Grace)
+				}
+			}
+		case <-deadline:
+			killAll(procs)
+			deadline = nil
+		case <-ctx.Done():
+			signalAll(procs, syscall.SIGTERM)
+			if deadline == nil {
+				deadline = time.After(cfg.Grace)
+			}
+			ctx = context.Background() // stop selecting on it
+		}
+	}
+	if len(failed) > 0 {
+		return &RankError{Failed: failed}
+	}
+	return nil
+}
+
+func killAll(procs []*exec.Cmd) { signalAll(procs, syscall.SIGKILL) }
+
+func signalAll(procs []*exec.Cmd, sig os.Signal) {
+	for _, p := range procs {
+		_ = p.Process.Signal(sig) // fails harmlessly for ranks that already exited
+	}
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+func splitHostPort(addr string) (string, string) {
+	i := strings.LastIndexByte(addr, ':')
+	return strings.Trim(addr[:i], "[]"), addr[i+1:]
+}
+
+func newJobID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return "local-" + hex.EncodeToString(b)
+}

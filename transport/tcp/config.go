@@ -1,0 +1,97 @@
+package tcp
+
+import (
+	"fmt"
+	"net"
+	"time"
+)
+
+// Config configures one rank's Transport. Every rank of a job must use the
+// same Size, JobID and Streams.
+type Config struct {
+	Rank, Size int
+	// JobID must be the same on every rank; a connection from a process with
+	// another job id is rejected. At most 255 bytes.
+	JobID string
+	// Addr is the IP address or host name this rank listens on and
+	// advertises to the others. Empty means 127.0.0.1, which only works when
+	// all ranks share a host; across hosts use an address the others can
+	// reach, such as bootstrap.LocalAddrFor(masterAddr).
+	Addr string
+	// Streams is the number of TCP connections per peer. Zero means 1.
+	// Payloads of at least 2*MinPiece bytes are cut into pieces of at least
+	// MinPiece bytes spread over the streams and moved concurrently.
+	Streams int
+	// SocketBuffer sets SO_SNDBUF and SO_RCVBUF in bytes. Zero means 4 MiB.
+	SocketBuffer int
+	// ConnectTimeout bounds how long Connect keeps trying to reach the
+	// other ranks, and waits for them to reach this one, once their
+	// addresses are known. Zero means 30 s.
+	ConnectTimeout time.Duration
+}
+
+// Defaults and limits of Config.
+const (
+	DefaultSocketBuffer   = 4 << 20
+	DefaultConnectTimeout = 30 * time.Second
+	MaxStreams            = 64
+	// MinPiece is the smallest piece a payload is cut into for several
+	// streams; only payloads of at least 2*MinPiece are cut.
+	MinPiece = 64 << 10
+)
+
+// withDefaults validates c and fills in its zero values.
+func (c Config) withDefaults() (Config, error) {
+	bad := func(format string, args ...any) (Config, error) {
+		return Config{}, fmt.Errorf("tcp: invalid config for rank %d: "+format, append([]any{c.Rank}, args...)...)
+	}
+	switch {
+	case c.Size < 1:
+		return bad("Size %d: a job has at least 1 rank", c.Size)
+	case c.Rank < 0 || c.Rank >= c.Size:
+		return bad("Rank must be in [0, %d)", c.Size)
+	case len(c.JobID) > maxJobIDLen:
+		return bad("JobID of %d bytes, limit %d", len(c.JobID), maxJobIDLen)
+	case c.Streams < 0 || c.Streams > MaxStreams:
+		return bad("Streams %d: want 0 (meaning 1) to %d", c.Streams, MaxStreams)
+	case c.SocketBuffer < 0:
+		return bad("SocketBuffer %d is negative", c.SocketBuffer)
+	case c.ConnectTimeout < 0:
+		return bad("ConnectTimeout %v is negative", c.ConnectTimeout)
+	}
+	if c.Addr == "" {
+		c.Addr = "127.0.0.1"
+	}
+	if _, _, err := net.SplitHostPort(c.Addr); err == nil {
+		return bad("Addr %q: give only the host; the port is chosen when Connect listens", c.Addr)
+	}
+	if ip := net.ParseIP(c.Addr); ip != nil && ip.IsUnspecified() {
+		return bad("Addr %q is not an address other ranks can reach: use this host's IP, e.g. bootstrap.LocalAddrFor(masterAddr)", c.Addr)
+	}
+	if c.Streams == 0 {
+		c.Streams = 1
+	}
+	if c.SocketBuffer == 0 {
+		c.SocketBuffer = DefaultSocketBuffer
+	}
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = DefaultConnectTimeout
+	}
+	return c, nil
+}
+
+// pieces returns how many pieces a payload of n bytes is cut into for
+// streams streams: one below 2*MinPiece, else as many as there are streams
+// while each piece keeps at least MinPiece bytes.
+func pieces(n, streams int) int {
+	if streams <= 1 || n < 2*MinPiece {
+		return 1
+	}
+	return min(streams, n/MinPiece)
+}
+
+// pieceBounds returns the byte range [lo, hi) of piece i of k of an n-byte
+// payload. Pieces differ in length by at most one byte.
+func pieceBounds(n, k, i int) (lo, hi int) {
+	return int(int64(i) * int64(n) / int64(k)), int(int64(i+1) * int64(n) / int64(k))
+}

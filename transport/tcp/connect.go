@@ -1,0 +1,425 @@
+package tcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/collkit/collkit/bootstrap"
+	"github.com/collkit/collkit/transport"
+)
+
+// Connect builds the full mesh: it listens on Config.Addr, publishes the
+// address under "tcp/addr/<rank>" in store, reads every other rank's, dials
+// each lower rank Streams times and accepts the connections of the higher
+// ranks. Each connection opens with a handshake that checks job id, ranks,
+// world size and stream count; connections from strangers are rejected and
+// logged while Connect keeps waiting for the real peers.
+//
+// Waiting for the other ranks to publish their addresses is bounded by ctx;
+// reaching them and being reached, once the addresses are known, by
+// Config.ConnectTimeout as well. When Connect returns nil on every rank, no
+// rank needs store any more. After an error the Transport cannot be used;
+// Close it.
+func (t *Transport) Connect(ctx context.Context, store bootstrap.Store) (err error) {
+	t.mu.Lock()
+	switch {
+	case t.closed.Load():
+		t.mu.Unlock()
+		return fmt.Errorf("tcp: rank %d connect: %w", t.cfg.Rank, transport.ErrClosed)
+	case t.started:
+		t.mu.Unlock()
+		return fmt.Errorf("tcp: rank %d: Connect called twice; make a new Transport to connect again", t.cfg.Rank)
+	}
+	t.started = true
+	ctx, cancel := context.WithCancel(ctx)
+	t.cancelConnect, t.connectDone = cancel, make(chan struct{})
+	t.mu.Unlock()
+	defer func() {
+		cancel()
+		t.mu.Lock()
+		t.cancelConnect = nil
+		t.mu.Unlock()
+		close(t.connectDone)
+		if err != nil && t.closed.Load() {
+			err = fmt.Errorf("tcp: rank %d connect: %w", t.cfg.Rank, transport.ErrClosed)
+		}
+	}()
+
+	peers := make([]*peer, t.cfg.Size)
+	if t.cfg.Size > 1 {
+		if err := t.connect(ctx, store, peers); err != nil {
+			return err
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed.Load() {
+		for _, pr := range peers {
+			if pr != nil {
+				pr.closeConns()
+			}
+		}
+		return transport.ErrClosed
+	}
+	for _, pr := range peers {
+		if pr != nil {
+			pr.startWorkers()
+		}
+	}
+	t.peers = peers
+	t.connected.Store(true)
+	return nil
+}
+
+// mesh collects the connections while Connect builds them.
+type mesh struct {
+	mu      sync.Mutex
+	conns   [][]*net.TCPConn // [rank][stream]
+	claimed [][]bool
+	left    int
+	full    chan struct{} // closed when left reaches 0
+
+	rejected map[int]string // why the last hello claiming a rank was rejected
+}
+
+func (m *mesh) noteReject(r int, why string) {
+	m.mu.Lock()
+	m.rejected[r] = why
+	m.mu.Unlock()
+}
+
+// claim reserves the slot of rank r's stream s for a connection being set
+// up, and reports false when it is taken.
+func (m *mesh) claim(r, s int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.claimed[r][s] {
+		return false
+	}
+	m.claimed[r][s] = true
+	return true
+}
+
+func (m *mesh) release(r, s int) {
+	m.mu.Lock()
+	m.claimed[r][s] = false
+	m.mu.Unlock()
+}
+
+// put fills a claimed slot.
+func (m *mesh) put(r, s int, c *net.TCPConn) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.conns[r][s] = c
+	if m.left--; m.left == 0 {
+		close(m.full)
+	}
+}
+
+func (t *Transport) connect(ctx context.Context, store bootstrap.Store, peers []*peer) error {
+	cfg := t.cfg
+	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Addr, "0"))
+	if err != nil {
+		return fmt.Errorf("tcp: rank %d cannot listen on %s: %w; set tcp.Config.Addr to an address of this host", cfg.Rank, cfg.Addr, err)
+	}
+	self := ln.Addr().String()
+	t.mu.Lock()
+	t.addr = self
+	t.mu.Unlock()
+
+	m := &mesh{left: (cfg.Size - 1) * cfg.Streams, full: make(chan struct{}), rejected: make(map[int]string)}
+	m.conns, m.claimed = make([][]*net.TCPConn, cfg.Size), make([][]bool, cfg.Size)
+	for r := range cfg.Size {
+		m.conns[r], m.claimed[r] = make([]*net.TCPConn, cfg.Streams), make([]bool, cfg.Streams)
+	}
+
+	// Accept from the start, so that strangers are turned away and early
+	// peers are answered while this rank still waits for addresses.
+	actx, acancel := context.WithCancel(ctx)
+	defer acancel()
+	context.AfterFunc(actx, func() { ln.Close() })
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return // closed: done, timed out or cancelled
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				t.handshakeIn(actx, nc.(*net.TCPConn), m)
+			}()
+		}
+	}()
+	// finish stops accepting and handshakes in progress, and on failure
+	// closes the connections made so far.
+	finish := func(ok bool) {
+		acancel()
+		wg.Wait()
+		if !ok {
+			for _, cs := range m.conns {
+				for _, c := range cs {
+					if c != nil {
+						c.Close()
+					}
+				}
+			}
+		}
+	}
+
+	addrs, err := bootstrap.Exchange(ctx, store, "tcp/addr", cfg.Rank, cfg.Size, []byte(self))
+	if err != nil {
+		finish(false)
+		return fmt.Errorf("tcp: rank %d: exchanging addresses through the store: %w", cfg.Rank, err)
+	}
+
+	mctx, mcancel := context.WithTimeout(actx, cfg.ConnectTimeout)
+	defer mcancel()
+	errc := make(chan error, cfg.Rank)
+	for r := range cfg.Rank {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := range cfg.Streams {
+				c, err := t.dial(mctx, r, string(addrs[r]), s)
+				if err != nil {
+					errc <- err
+					mcancel()
+					return
+				}
+				m.claim(r, s)
+				m.put(r, s, c)
+			}
+		}()
+	}
+
+	select {
+	case <-m.full:
+		finish(true)
+		for r := range cfg.Size {
+			if r != cfg.Rank {
+				pr := &peer{t: t, rank: r, addr: string(addrs[r]), streams: make([]*stream, cfg.Streams)}
+				for s, c := range m.conns[r] {
+					pr.streams[s] = newStream(c)
+				}
+				peers[r] = pr
+			}
+		}
+		return nil
+	case <-mctx.Done():
+	}
+	finish(false)
+	select {
+	case err := <-errc:
+		return err
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("tcp: rank %d connect: %w", cfg.Rank, err)
+	}
+	// Every dial succeeded, so some higher ranks never reached this one.
+	var missing []int
+	for r := cfg.Rank + 1; r < cfg.Size; r++ {
+		for _, c := range m.conns[r] {
+			if c == nil {
+				missing = append(missing, r)
+				break
+			}
+		}
+	}
+	why := ""
+	m.mu.Lock()
+	for _, r := range missing {
+		if reason, ok := m.rejected[r]; ok {
+			why += fmt.Sprintf("; this rank rejected a connection claiming to be rank %d: %s", r, reason)
+		}
+	}
+	m.mu.Unlock()
+	return &transport.PeerError{Rank: missing[0], Addr: string(addrs[missing[0]]), Op: "accept", Err: fmt.Errorf(
+		"ranks %v published their addresses but did not connect to this rank at %s within %v: %w%s; "+
+			"check that %s is reachable from their hosts (firewall, or the wrong interface: set tcp.Config.Addr) "+
+			"and look at their own errors",
+		missing, self, cfg.ConnectTimeout, context.DeadlineExceeded, why, self)}
+}
+
+// dial connects stream s to rank r at addr, retrying with backoff until
+// ctx ends, and runs the handshake.
+func (t *Transport) dial(ctx context.Context, r int, addr string, s int) (*net.TCPConn, error) {
+	start := time.Now()
+	backoff := 10 * time.Millisecond
+	var d net.Dialer
+	var last error
+	for attempt := 1; ; attempt++ {
+		nc, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			c := nc.(*net.TCPConn)
+			t.tune(c)
+			if err := t.handshakeOut(ctx, c, r, addr, s); err != nil {
+				c.Close()
+				return nil, err
+			}
+			return c, nil
+		}
+		if last == nil || ctx.Err() == nil {
+			last = err
+		}
+		timer := time.NewTimer(backoff)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, &transport.PeerError{Rank: r, Addr: addr, Op: "connect", Err: fmt.Errorf(
+				"rank %d could not connect after %d attempts in %v: %w (last error: %w); "+
+					"check that rank %d is running and that %s is reachable from this host "+
+					"(firewall, or the wrong interface: set tcp.Config.Addr on rank %d)",
+				t.cfg.Rank, attempt, time.Since(start).Round(time.Millisecond), ctx.Err(), last, r, addr, r)}
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
+}
+
+// tune sets the socket options every connection gets.
+func (t *Transport) tune(c *net.TCPConn) {
+	c.SetNoDelay(true)
+	c.SetReadBuffer(t.cfg.SocketBuffer)
+	c.SetWriteBuffer(t.cfg.SocketBuffer)
+}
+
+// handshakeOut introduces stream s of this rank to rank r and waits for the
+// answer.
+func (t *Transport) handshakeOut(ctx context.Context, c *net.TCPConn, r int, addr string, s int) error {
+	dl := time.Now().Add(t.handshakeTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
+		dl = d
+	}
+	c.SetDeadline(dl)
+	stop := context.AfterFunc(ctx, func() { c.SetDeadline(aLongTimeAgo) })
+	defer stop()
+	h := hello{Rank: uint32(t.cfg.Rank), Target: uint32(r), Size: uint32(t.cfg.Size),
+		Stream: uint16(s), Streams: uint16(t.cfg.Streams), JobID: t.cfg.JobID}
+	perr := func(err error) error {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+		}
+		return &transport.PeerError{Rank: r, Addr: addr, Op: "connect", Err: err}
+	}
+	if _, err := c.Write(appendHello(nil, h)); err != nil {
+		return perr(fmt.Errorf("sending the handshake of stream %d: %w", s, err))
+	}
+	b, err := readMsg(c)
+	var rep reply
+	if err == nil {
+		rep, err = decodeReply(b)
+	}
+	if err != nil {
+		return perr(fmt.Errorf("the process at %s accepted the connection but did not complete the handshake: %w; "+
+			"is a collkit rank of this job listening there?", addr, err))
+	}
+	if !rep.Accept {
+		return perr(fmt.Errorf("%w: rank %d refused stream %d from rank %d: %s",
+			transport.ErrRejected, r, s, t.cfg.Rank, rep.explain(h)))
+	}
+	c.SetDeadline(time.Time{})
+	return nil
+}
+
+// handshakeIn checks the hello on an accepted connection and puts the
+// connection in its slot, or rejects it, logs why and closes it.
+func (t *Transport) handshakeIn(ctx context.Context, c *net.TCPConn, m *mesh) {
+	remote := c.RemoteAddr().String()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	c.SetDeadline(time.Now().Add(t.handshakeTimeout))
+	rej := reply{Rank: uint32(t.cfg.Rank), Size: uint32(t.cfg.Size), Streams: uint16(t.cfg.Streams), JobID: t.cfg.JobID}
+	reject := func(why string, h hello, err error) {
+		ours := stop() // false: Connect ended and closed the connection
+		if ours {
+			if rej.Reason != 0 {
+				c.Write(appendReply(nil, rej))
+			}
+			c.Close()
+		}
+		if !ours && rej.Reason == 0 {
+			return // cut off while it was still talking: not its fault
+		}
+		args := []any{"rank", t.cfg.Rank, "remote", remote, "why", why}
+		if err != nil {
+			args = append(args, "err", err)
+		}
+		if rej.Reason != 0 && rej.Reason != reasonMalformed && rej.Reason != reasonVersion {
+			args = append(args, "claimed_rank", h.Rank, "claimed_job", h.JobID, "claimed_size", h.Size, "stream", h.Stream)
+		}
+		t.log.Warn("tcp: rejected a connection", args...)
+		if rej.Reason != 0 && rej.Reason != reasonMalformed && rej.Reason != reasonVersion && int(h.Rank) > t.cfg.Rank && int(h.Rank) < t.cfg.Size {
+			m.noteReject(int(h.Rank), fmt.Sprintf("%s (it said job %q, world size %d, %d streams)", why, h.JobID, h.Size, h.Streams))
+		}
+	}
+
+	b, err := readMsg(c)
+	var h hello
+	if err == nil {
+		h, err = decodeHello(b)
+		if err != nil {
+			rej.Reason = reasonMalformed
+		}
+	} else if errors.Is(err, errVersion) {
+		rej.Reason = reasonVersion
+	}
+	if err != nil {
+		why := "not a collkit tcp handshake"
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			why = fmt.Sprintf("no handshake within %v", t.handshakeTimeout)
+		}
+		reject(why, h, err)
+		return
+	}
+	me, size := uint32(t.cfg.Rank), uint32(t.cfg.Size)
+	switch {
+	case h.JobID != t.cfg.JobID:
+		rej.Reason = reasonJob
+	case h.Target != me:
+		rej.Reason = reasonTarget
+	case h.Size != size:
+		rej.Reason = reasonSize
+	case h.Streams != uint16(t.cfg.Streams):
+		rej.Reason = reasonStreams
+	case h.Rank <= me || h.Rank >= size:
+		rej.Reason = reasonRank
+	case int(h.Stream) >= t.cfg.Streams:
+		rej.Reason = reasonStream
+	case !m.claim(int(h.Rank), int(h.Stream)):
+		rej.Reason = reasonDuplicate
+	}
+	if rej.Reason != 0 {
+		reject(rej.Reason.String(), h, nil)
+		return
+	}
+	r, s := int(h.Rank), int(h.Stream)
+	if !stop() {
+		m.release(r, s)
+		return // Connect is over; the connection is closed
+	}
+	if _, err := c.Write(appendReply(nil, reply{Accept: true})); err != nil {
+		m.release(r, s)
+		c.Close()
+		t.log.Warn("tcp: lost a connection during its handshake", "rank", t.cfg.Rank, "remote", remote,
+			"claimed_rank", h.Rank, "stream", h.Stream, "err", err)
+		return
+	}
+	c.SetDeadline(time.Time{})
+	t.tune(c)
+	m.put(r, s, c)
+}
+
+// String describes t for logs.
+func (t *Transport) String() string {
+	return "tcp rank " + strconv.Itoa(t.cfg.Rank) + "/" + strconv.Itoa(t.cfg.Size) + " at " + t.Addr()
+}

@@ -1,0 +1,198 @@
+package tcp
+
+import (
+	"context"
+	"io"
+	"net"
+	"time"
+
+	"github.com/collkit/collkit/transport"
+)
+
+// smallMax is the largest payload sent by copying it behind the header into
+// one buffer and received with one bounded read; larger payloads go out with
+// writev and come in straight into the caller's buffer.
+const smallMax = 16 << 10
+
+// aLongTimeAgo is a deadline in the past, used to interrupt blocked I/O.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// stream is one TCP connection to a peer. One goroutine at a time sends on
+// it and one at a time receives; the two sides share nothing but the socket.
+type stream struct {
+	conn *net.TCPConn
+
+	// Send side.
+	wbuf     []byte // header and small payload
+	iov      [2][]byte
+	bufs     net.Buffers
+	wdl      time.Time // write deadline last set on conn
+	wdlOK    bool      // wdl is what conn has
+	wfired   chan struct{}
+	wabortFn func()
+
+	// Receive side.
+	rbuf     []byte // header and small payload
+	rdl      time.Time
+	rdlOK    bool
+	rfired   chan struct{}
+	rabortFn func()
+}
+
+func newStream(c *net.TCPConn) *stream {
+	s := &stream{
+		conn:   c,
+		wbuf:   make([]byte, transport.HeaderSize+smallMax),
+		rbuf:   make([]byte, transport.HeaderSize+smallMax),
+		wfired: make(chan struct{}, 1),
+		rfired: make(chan struct{}, 1),
+	}
+	s.wabortFn = func() { s.conn.SetWriteDeadline(aLongTimeAgo); s.wfired <- struct{}{} }
+	s.rabortFn = func() { s.conn.SetReadDeadline(aLongTimeAgo); s.rfired <- struct{}{} }
+	return s
+}
+
+// armWrite gives the write side ctx's deadline, calling SetWriteDeadline only
+// when it changed, and arms cancellation when ctx can be cancelled. The
+// returned stop must be passed to disarmWrite.
+func (s *stream) armWrite(ctx context.Context) (stop func() bool, err error) {
+	dl, _ := ctx.Deadline()
+	if !s.wdlOK || !dl.Equal(s.wdl) {
+		if err := s.conn.SetWriteDeadline(dl); err != nil {
+			return nil, err
+		}
+		s.wdl, s.wdlOK = dl, true
+	}
+	if ctx.Done() == nil {
+		return nil, nil
+	}
+	return context.AfterFunc(ctx, s.wabortFn), nil
+}
+
+func (s *stream) disarmWrite(stop func() bool) {
+	if stop != nil && !stop() {
+		<-s.wfired // the abort ran or is running; wait so it cannot hit the next call
+		s.wdlOK = false
+	}
+}
+
+func (s *stream) armRead(ctx context.Context) (stop func() bool, err error) {
+	dl, _ := ctx.Deadline()
+	if !s.rdlOK || !dl.Equal(s.rdl) {
+		if err := s.conn.SetReadDeadline(dl); err != nil {
+			return nil, err
+		}
+		s.rdl, s.rdlOK = dl, true
+	}
+	if ctx.Done() == nil {
+		return nil, nil
+	}
+	return context.AfterFunc(ctx, s.rabortFn), nil
+}
+
+func (s *stream) disarmRead(stop func() bool) {
+	if stop != nil && !stop() {
+		<-s.rfired
+		s.rdlOK = false
+	}
+}
+
+// interrupt makes blocked and later I/O on s fail at once; used when a
+// sibling stream of the same message failed.
+func (s *stream) interrupt() {
+	s.conn.SetDeadline(aLongTimeAgo)
+}
+
+// send writes h and p. It returns how many bytes went out, so the caller
+// knows whether the byte stream is still in step after an error.
+func (s *stream) send(ctx context.Context, h transport.Header, p []byte) (int, error) {
+	stop, err := s.armWrite(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	if len(p) <= smallMax {
+		b := s.wbuf[:transport.HeaderSize+len(p)]
+		h.Encode(b)
+		copy(b[transport.HeaderSize:], p)
+		n, err = s.conn.Write(b)
+	} else {
+		h.Encode(s.wbuf)
+		s.iov[0], s.iov[1] = s.wbuf[:transport.HeaderSize], p
+		s.bufs = s.iov[:]
+		var n64 int64
+		n64, err = s.bufs.WriteTo(s.conn)
+		n = int(n64)
+		s.iov[1], s.bufs = nil, nil // do not keep the caller's buffer
+	}
+	s.disarmWrite(stop)
+	return n, err
+}
+
+// recv reads the next message into p after checking its header against
+// want. It returns how many bytes it read, and the header it got when that
+// header did not match (err is then a *transport.MismatchError).
+func (s *stream) recv(ctx context.Context, peer int, want transport.Header, p []byte) (int, error) {
+	stop, err := s.armRead(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	if len(p) <= smallMax {
+		n, err = s.recvSmall(peer, want, p)
+	} else {
+		n, err = s.recvLarge(peer, want, p)
+	}
+	s.disarmRead(stop)
+	return n, err
+}
+
+// recvSmall reads header and payload with as few reads as the socket
+// allows, never asking for more than the expected message: bytes past it
+// would belong to the next message.
+func (s *stream) recvSmall(peer int, want transport.Header, p []byte) (int, error) {
+	b := s.rbuf[:transport.HeaderSize+len(p)]
+	n, err := io.ReadAtLeast(s.conn, b, transport.HeaderSize)
+	if err != nil {
+		return n, err
+	}
+	if err := checkHeader(peer, want, b); err != nil {
+		return n, err
+	}
+	// The header matched, so the rest of b is exactly this message's payload.
+	m, err := io.ReadFull(s.conn, b[n:])
+	n += m
+	if err != nil {
+		return n, unexpected(err)
+	}
+	copy(p, b[transport.HeaderSize:])
+	return n, nil
+}
+
+func (s *stream) recvLarge(peer int, want transport.Header, p []byte) (int, error) {
+	h := s.rbuf[:transport.HeaderSize]
+	n, err := io.ReadFull(s.conn, h)
+	if err != nil {
+		return n, err
+	}
+	if err := checkHeader(peer, want, h); err != nil {
+		return n, err
+	}
+	m, err := io.ReadFull(s.conn, p)
+	return n + m, unexpected(err)
+}
+
+func unexpected(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+func checkHeader(peer int, want transport.Header, b []byte) error {
+	got, err := transport.Decode(b)
+	if err != nil {
+		return err
+	}
+	return want.Check(peer, got)
+}

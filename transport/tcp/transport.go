@@ -1,0 +1,377 @@
+package tcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/collkit/collkit/transport"
+)
+
+var _ transport.Transport = (*Transport)(nil)
+
+// ErrNotConnected is wrapped by Send and Recv on a Transport whose Connect
+// has not succeeded.
+var ErrNotConnected = errors.New("tcp: transport not connected; call Connect first")
+
+// Transport is one rank's TCP connections to every other rank of a job. It
+// is made by New, connected by Connect and released by Close.
+type Transport struct {
+	cfg              Config
+	log              *slog.Logger
+	handshakeTimeout time.Duration // how long an accepted connection may stay silent
+
+	mu            sync.Mutex
+	started       bool               // Connect was called
+	cancelConnect context.CancelFunc // while connecting
+	connectDone   chan struct{}      // closed when Connect returns
+	addr          string             // the address this rank advertised
+
+	peers     []*peer // by rank; nil for this rank; set before connected
+	connected atomic.Bool
+	closed    atomic.Bool
+	done      chan struct{} // closed by Close
+	wg        sync.WaitGroup
+}
+
+// New checks cfg and returns an unconnected Transport. It does no I/O.
+func New(cfg Config) (*Transport, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Transport{
+		cfg:              cfg,
+		log:              slog.Default(),
+		handshakeTimeout: 5 * time.Second,
+		done:             make(chan struct{}),
+	}, nil
+}
+
+// Rank is this process's rank.
+func (t *Transport) Rank() int { return t.cfg.Rank }
+
+// Size is the number of ranks in the job.
+func (t *Transport) Size() int { return t.cfg.Size }
+
+// Addr is the "ip:port" this rank advertised to the others, or "" before
+// Connect.
+func (t *Transport) Addr() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.addr
+}
+
+// Close closes every connection and the listener. Send and Recv calls in
+// progress return errors wrapping transport.ErrClosed, and so does a Connect
+// in progress. Close waits for the transport's goroutines and is safe to
+// call more than once.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	if t.closed.Load() {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed.Store(true)
+	close(t.done)
+	cancel, connecting := t.cancelConnect, t.connectDone
+	peers := t.peers
+	t.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-connecting
+	}
+	for _, pr := range peers {
+		if pr != nil {
+			pr.closeConns()
+		}
+	}
+	t.wg.Wait()
+	return nil
+}
+
+// Send delivers p to rank peer, framed by h. Payloads of at least
+// 2*MinPiece bytes are cut into pieces sent concurrently over the streams
+// (see Config.Streams); each piece carries the message's own header.
+func (t *Transport) Send(ctx context.Context, peer int, h transport.Header, p []byte) error {
+	pr, err := t.peer("send", peer)
+	if err != nil {
+		return err
+	}
+	if uint64(len(p)) > math.MaxUint32 {
+		return pr.errorf("send", "message of %d bytes is larger than a header can describe (4 GiB); split it", len(p))
+	}
+	h.Len = uint32(len(p))
+	if k := pieces(len(p), len(pr.streams)); k > 1 {
+		return pr.sendPieces(ctx, h, p, k)
+	}
+	if n, err := pr.streams[0].send(ctx, h, p); err != nil {
+		return pr.failed(ctx, "send", n, err)
+	}
+	return nil
+}
+
+// Recv receives the next message from rank peer into p, reading the
+// payload straight into p.
+func (t *Transport) Recv(ctx context.Context, peer int, h transport.Header, p []byte) error {
+	pr, err := t.peer("recv", peer)
+	if err != nil {
+		return err
+	}
+	if uint64(len(p)) > math.MaxUint32 {
+		return pr.errorf("recv", "message of %d bytes is larger than a header can describe (4 GiB); split it", len(p))
+	}
+	h.Len = uint32(len(p))
+	if k := pieces(len(p), len(pr.streams)); k > 1 {
+		return pr.recvPieces(ctx, h, p, k)
+	}
+	if n, err := pr.streams[0].recv(ctx, pr.rank, h, p); err != nil {
+		return pr.failed(ctx, "recv", n, err)
+	}
+	return nil
+}
+
+// peer returns the connection state for rank r, or the error that stops an
+// operation with it before any I/O.
+func (t *Transport) peer(op string, r int) (*peer, error) {
+	switch {
+	case t.closed.Load():
+		return nil, &transport.PeerError{Rank: r, Op: op, Err: transport.ErrClosed}
+	case r < 0 || r >= t.cfg.Size || r == t.cfg.Rank:
+		return nil, &transport.PeerError{Rank: r, Op: op, Err: fmt.Errorf(
+			"%w: rank %d is this rank or outside a job of %d ranks (this is rank %d)",
+			transport.ErrBadPeer, r, t.cfg.Size, t.cfg.Rank)}
+	case !t.connected.Load():
+		return nil, &transport.PeerError{Rank: r, Op: op, Err: ErrNotConnected}
+	}
+	pr := t.peers[r]
+	if pr.broken.Load() {
+		return nil, pr.brokenErr(op)
+	}
+	return pr, nil
+}
+
+// peer is the connections to one other rank.
+type peer struct {
+	t       *Transport
+	rank    int
+	addr    string
+	streams []*stream
+
+	broken  atomic.Bool
+	errMu   sync.Mutex
+	err     error // the first error that broke the connections
+	closeMu sync.Once
+
+	// With several streams, stream i > 0 has a send and a receive worker
+	// that move pieces handed over on sendWork[i] and recvWork[i].
+	sendWork, recvWork []chan piece
+	sendDone, recvDone chan result
+}
+
+type piece struct {
+	ctx context.Context
+	h   transport.Header
+	p   []byte
+}
+
+type result struct {
+	n   int
+	err error
+}
+
+func (pr *peer) errorf(op, format string, args ...any) error {
+	return &transport.PeerError{Rank: pr.rank, Addr: pr.addr, Op: op, Err: fmt.Errorf(format, args...)}
+}
+
+func (pr *peer) brokenErr(op string) error {
+	pr.errMu.Lock()
+	defer pr.errMu.Unlock()
+	return &transport.PeerError{Rank: pr.rank, Addr: pr.addr, Op: op,
+		Err: fmt.Errorf("connection unusable after an earlier error; close the transport: %w", pr.err)}
+}
+
+// fail records err as the reason the connections to pr are unusable and
+// closes them, which also tells the peer.
+func (pr *peer) fail(err error) {
+	pr.errMu.Lock()
+	if pr.err == nil {
+		pr.err = err
+	}
+	pr.errMu.Unlock()
+	pr.broken.Store(true)
+	pr.closeConns()
+}
+
+func (pr *peer) closeConns() {
+	pr.closeMu.Do(func() {
+		for _, s := range pr.streams {
+			s.conn.Close()
+		}
+	})
+}
+
+// failed turns an I/O error of one operation into the error the caller
+// gets, and marks pr broken unless the byte stream is still in step: an
+// operation stopped by its context before moving a byte leaves the
+// connection usable.
+func (pr *peer) failed(ctx context.Context, op string, moved int, err error) error {
+	if pr.t.closed.Load() {
+		return &transport.PeerError{Rank: pr.rank, Addr: pr.addr, Op: op, Err: transport.ErrClosed}
+	}
+	perr := &transport.PeerError{Rank: pr.rank, Addr: pr.addr, Op: op}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// Deadlines come only from ctx: its deadline, or its cancellation.
+		if perr.Err = ctx.Err(); perr.Err == nil {
+			perr.Err = context.DeadlineExceeded
+		}
+		if moved > 0 {
+			pr.fail(perr)
+		}
+		return perr
+	}
+	if pr.broken.Load() { // another operation broke the connection under this one
+		return pr.brokenErr(op)
+	}
+	var mm *transport.MismatchError
+	switch {
+	case errors.As(err, &mm):
+		perr.Err = err
+	case errors.Is(err, transport.ErrBadFrame):
+		perr.Err = fmt.Errorf("%w; the bytes from rank %d are out of step: it is not a collkit rank of this version, "+
+			"or an earlier operation was cut short", err, pr.rank)
+	case peerGone(err):
+		perr.Err = fmt.Errorf("%w: peer rank %d (%s) closed the connection: it exited or aborted (%v)",
+			transport.ErrPeerGone, pr.rank, pr.addr, err)
+	default:
+		perr.Err = err
+	}
+	pr.fail(perr)
+	return perr
+}
+
+func peerGone(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, syscall.ECONNABORTED)
+}
+
+// pickErr prefers a real error over the "closed" ones that aborting the
+// sibling streams caused.
+func pickErr(first, next error) error {
+	if first == nil || (errors.Is(first, net.ErrClosed) && next != nil && !errors.Is(next, net.ErrClosed)) {
+		return next
+	}
+	return first
+}
+
+// hard reports errors after which the sibling streams of a message must be
+// stopped; errors from ctx reach every stream on their own.
+func hard(err error) bool {
+	return err != nil && !errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+func (pr *peer) sendPieces(ctx context.Context, h transport.Header, p []byte, k int) error {
+	dispatched := 1
+	for i := 1; i < k; i++ {
+		lo, hi := pieceBounds(len(p), k, i)
+		select {
+		case pr.sendWork[i] <- piece{ctx, h, p[lo:hi]}:
+			dispatched++
+			continue
+		case <-pr.t.done:
+		}
+		break
+	}
+	lo, hi := pieceBounds(len(p), k, 0)
+	moved, err := pr.streams[0].send(ctx, h, p[lo:hi])
+	if hard(err) {
+		pr.closeConns()
+	}
+	for range dispatched - 1 {
+		r := <-pr.sendDone
+		moved += r.n
+		err = pickErr(err, r.err)
+	}
+	if err == nil && dispatched < k {
+		err = net.ErrClosed
+	}
+	if err != nil {
+		return pr.failed(ctx, "send", moved, err)
+	}
+	return nil
+}
+
+func (pr *peer) recvPieces(ctx context.Context, h transport.Header, p []byte, k int) error {
+	dispatched := 1
+	for i := 1; i < k; i++ {
+		lo, hi := pieceBounds(len(p), k, i)
+		select {
+		case pr.recvWork[i] <- piece{ctx, h, p[lo:hi]}:
+			dispatched++
+			continue
+		case <-pr.t.done:
+		}
+		break
+	}
+	lo, hi := pieceBounds(len(p), k, 0)
+	moved, err := pr.streams[0].recv(ctx, pr.rank, h, p[lo:hi])
+	if hard(err) {
+		pr.closeConns()
+	}
+	for range dispatched - 1 {
+		r := <-pr.recvDone
+		moved += r.n
+		err = pickErr(err, r.err)
+	}
+	if err == nil && dispatched < k {
+		err = net.ErrClosed
+	}
+	if err != nil {
+		return pr.failed(ctx, "recv", moved, err)
+	}
+	return nil
+}
+
+// startWorkers starts the goroutines that move pieces on streams 1 and up.
+func (pr *peer) startWorkers() {
+	n := len(pr.streams)
+	if n == 1 {
+		return
+	}
+	pr.sendWork, pr.recvWork = make([]chan piece, n), make([]chan piece, n)
+	pr.sendDone, pr.recvDone = make(chan result, n), make(chan result, n)
+	for i := 1; i < n; i++ {
+		pr.sendWork[i], pr.recvWork[i] = make(chan piece), make(chan piece)
+		pr.t.wg.Add(2)
+		go pr.work(pr.sendWork[i], pr.sendDone, func(j piece) (int, error) { return pr.streams[i].send(j.ctx, j.h, j.p) })
+		go pr.work(pr.recvWork[i], pr.recvDone, func(j piece) (int, error) {
+			return pr.streams[i].recv(j.ctx, pr.rank, j.h, j.p)
+		})
+	}
+}
+
+func (pr *peer) work(jobs <-chan piece, done chan<- result, do func(piece) (int, error)) {
+	defer pr.t.wg.Done()
+	for {
+		select {
+		case j := <-jobs:
+			n, err := do(j)
+			if hard(err) {
+				pr.closeConns() // unblock the other pieces of this message
+			}
+			done <- result{n, err}
+		case <-pr.t.done:
+			return
+		}
+	}
+}

@@ -1,0 +1,127 @@
+package verify
+
+import (
+	"bytes"
+	"math"
+
+	"github.com/collkit/collkit/reduce"
+)
+
+// Value is the input element i of rank for a given seed and op: an integer in
+// [0, 15], or 1 or 2 for Prod.
+func Value(seed uint64, rank, i int, op reduce.Op) int64 {
+	x := mix(seed ^ uint64(rank)*0x9E3779B97F4A7C15 ^ uint64(i)*0xD1B54A32D192ED03)
+	if op == reduce.Prod {
+		if x%4 == 0 {
+			return 2
+		}
+		return 1
+	}
+	return int64(x % 16)
+}
+
+// mix is splitmix64's finalizer: cheap and well spread.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xBF58476D1CE4E5B9
+	x ^= x >> 27
+	x *= 0x94D049BB133111EB
+	return x ^ x>>31
+}
+
+// Fill writes rank's seeded input into buf, len(buf)/dt.Size() elements.
+func Fill(dt reduce.DType, op reduce.Op, buf []byte, seed uint64, rank int) {
+	es := dt.Size()
+	for i := 0; i < len(buf)/es; i++ {
+		put(dt, buf[i*es:], float64(Value(seed, rank, i, op)), Value(seed, rank, i, op))
+	}
+}
+
+// Expect writes into buf the exact all-reduce of the inputs that Fill gives
+// ranks 0..n-1.
+func Expect(dt reduce.DType, op reduce.Op, buf []byte, seed uint64, n int) {
+	es := dt.Size()
+	isFloat := dt == reduce.Float32 || dt == reduce.Float64 || dt == reduce.Float16 || dt == reduce.BFloat16
+	for i := 0; i < len(buf)/es; i++ {
+		f := float64(Value(seed, 0, i, op))
+		v := Value(seed, 0, i, op)
+		for r := 1; r < n; r++ {
+			x := Value(seed, r, i, op)
+			switch op {
+			case reduce.Sum, reduce.Avg:
+				f += float64(x)
+				v += x
+			case reduce.Prod:
+				f *= float64(x)
+				v *= x
+			case reduce.Min:
+				f, v = min(f, float64(x)), min(v, x)
+			case reduce.Max:
+				f, v = max(f, float64(x)), max(v, x)
+			}
+		}
+		if op == reduce.Avg {
+			if isFloat {
+				f /= float64(n)
+			} else {
+				v = wrap(dt, v) / int64(n)
+			}
+		}
+		put(dt, buf[i*es:], f, v)
+	}
+}
+
+// wrap reduces v to dt's width, as the wrapping integer arithmetic of the
+// kernels does.
+func wrap(dt reduce.DType, v int64) int64 {
+	switch dt {
+	case reduce.Int32:
+		return int64(int32(v))
+	case reduce.Uint8:
+		return int64(uint8(v))
+	}
+	return v
+}
+
+// put stores one element: floats from f (rounded to nearest even), integers
+// from v (wrapped).
+func put(dt reduce.DType, b []byte, f float64, v int64) {
+	switch dt {
+	case reduce.Float32:
+		le32(b, math.Float32bits(float32(f)))
+	case reduce.Float64:
+		le64(b, math.Float64bits(f))
+	case reduce.Float16:
+		le16(b, reduce.F32ToF16(float32(f)))
+	case reduce.BFloat16:
+		le16(b, reduce.F32ToBF16(float32(f)))
+	case reduce.Int32:
+		le32(b, uint32(int32(v)))
+	case reduce.Int64:
+		le64(b, uint64(v))
+	case reduce.Uint8:
+		b[0] = uint8(v)
+	}
+}
+
+func le16(b []byte, x uint16) { b[0], b[1] = byte(x), byte(x>>8) }
+func le32(b []byte, x uint32) { le16(b, uint16(x)); le16(b[2:], uint16(x>>16)) }
+func le64(b []byte, x uint64) { le32(b, uint32(x)); le32(b[4:], uint32(x>>32)) }
+
+// Wrong counts the elements of got that differ bit for bit from want.
+func Wrong(dt reduce.DType, got, want []byte) int {
+	if bytes.Equal(got, want) {
+		return 0
+	}
+	es := dt.Size()
+	if len(got) != len(want) {
+		return max(len(got), len(want)) / es
+	}
+	wrong := 0
+	for i := 0; i+es <= len(got); i += es {
+		if !bytes.Equal(got[i:i+es], want[i:i+es]) {
+			wrong++
+		}
+	}
+	return wrong
+}
