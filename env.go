@@ -58,7 +58,7 @@ func connectTransport(ctx context.Context, env bootstrap.Env, store bootstrap.St
 			Rank:    env.Rank,
 			Size:    env.Size,
 			JobID:   env.JobID,
-			Addr:    bootstrap.LocalAddrFor(fmt.Sprintf("%s:%d", env.MasterAddr, env.MasterPort)),
+			Addr:    bootstrap.LocalAddrFor(env.StoreAddr()),
 			Streams: opts.Streams,
 		})
 		if err != nil {

@@ -183,7 +183,9 @@ func (c *Client) call(ctx context.Context, typ byte, key string, value []byte) (
 		c.mu.Unlock()
 		if waiting && typ == frameGet {
 			// Best effort: stop the server from keeping the waiter.
-			c.write(context.Background(), frame{typ: frameCancel, id: id})
+			wctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			c.write(wctx, frame{typ: frameCancel, id: id})
+			cancel()
 		}
 		return frame{}, ctx.Err()
 	}

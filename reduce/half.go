@@ -22,6 +22,9 @@ func f16ToF32Normal(h uint16) (float32, bool) {
 	return math.Float32frombits((u&0x8000)<<16 | (u&0x7fff)<<13 + 112<<23), u&0x7c00-0x400 < 0x7800
 }
 
+// f16ToF32Special widens zeros, subnormals, infinities and NaNs. It is kept
+// out of line so that the loops that inline f16ToF32Normal stay small.
+//
 //go:noinline
 func f16ToF32Special(h uint16) float32 {
 	sign := uint32(h>>15) << 31
@@ -56,6 +59,10 @@ func f32ToF16Normal(f float32) (uint16, bool) {
 	return uint16(b>>16)&0x8000 | uint16(r>>13-112<<10), abs-0x38800000 < 0x47800000-0x38800000
 }
 
+// f32ToF16Special narrows what f32ToF16Normal does not handle: results that
+// are zero or subnormal, values of at least 2^16 (infinity) and NaNs.
+// It is kept out of line like f16ToF32Special.
+//
 //go:noinline
 func f32ToF16Special(f float32) uint16 {
 	b := math.Float32bits(f)

@@ -6,7 +6,7 @@
 #	scripts/reduce-bench.sh
 #
 # It prints, for 256 KiB, 4 MiB and 64 MiB buffers, C GB/s, Go GB/s (median of
-# -count runs of the Go benchmark) and their ratio, for y += x:
+# COUNT runs of the Go benchmark) and their ratio, for y += x:
 #
 #	Reduce          reduce.Reduce(Float32, Sum, y, x)
 #	ReduceTo dst=a  reduce.ReduceTo(Float32, Sum, y, y, x)
@@ -49,17 +49,18 @@ static void run(size_t bytes) {
 int main(void) { run(256 << 10); run(4 << 20); run(64 << 20); return 0; }
 EOF
 
-echo "== C: $csrc and z=x+y (gcc -O3 -march=native), $count runs"
 gcc -O3 -march=native -o "$tmp/reduce_bw" "$csrc"
 gcc -O3 -march=native -o "$tmp/reduce_to_bw" "$tmp/reduce_to_bw.c"
-for _ in $(seq "$count"); do
+go test -c -o "$tmp/reduce.test" ./reduce/
+
+# C and Go take turns, so that both see the same moods of a shared machine.
+for i in $(seq "$count"); do
+	echo "== run $i/$count: C $csrc, C z=x+y (gcc -O3 -march=native), Go (benchtime $benchtime)"
 	"$tmp/reduce_bw" | tee -a "$tmp/c.txt"
 	"$tmp/reduce_to_bw" | tee -a "$tmp/c3.txt"
+	"$tmp/reduce.test" -test.run '^$' -test.bench '^BenchmarkReduce(To)?$/^float32$/^sum$/' \
+		-test.benchtime "$benchtime" | grep '^Benchmark' | tee -a "$tmp/go.txt"
 done
-
-echo "== Go: go test -bench (count $count, benchtime $benchtime)"
-go test -run '^$' -bench '^BenchmarkReduce(To)?$/^float32$/^sum$/' \
-	-benchtime "$benchtime" -count "$count" ./reduce/ | tee "$tmp/go.txt"
 
 # One line per measurement: series size GB/s.
 {

@@ -19,3 +19,12 @@ type Transport interface {
 	// errors wrapping ErrClosed. Close is safe to call more than once.
 	Close() error
 }
+
+// Buffered is implemented by transports whose Send completes without a
+// matching Recv while at most SendBuffer bytes of payload sent to that peer
+// are still unreceived. Algorithms use it to send and then receive on one
+// goroutine when their messages are small, saving a goroutine hand-off per
+// step on the latency-critical path.
+type Buffered interface {
+	SendBuffer() int
+}

@@ -21,6 +21,22 @@ type Config struct {
 	// SegmentBytes is the largest message the ring sends; chunks are cut into
 	// segments of this size and pipelined. Zero means DefaultSegmentBytes.
 	SegmentBytes int
+	// EagerBytes is the largest buffer run on one goroutine (send, then
+	// receive) over transports that buffer it (transport.Buffered); larger
+	// ones use a sender goroutine so sending and receiving overlap. Zero
+	// means DefaultEagerBytes; negative disables the one-goroutine path.
+	EagerBytes int
+}
+
+// DefaultEagerBytes is the default Config.EagerBytes: below it, latency
+// matters more than overlapping the two directions.
+const DefaultEagerBytes = 64 << 10
+
+func (c Config) eagerBytes() int {
+	if c.EagerBytes == 0 {
+		return DefaultEagerBytes
+	}
+	return c.EagerBytes
 }
 
 // AllReduce runs a ring all-reduce with the default Config.
@@ -58,6 +74,9 @@ func (c Config) AllReduce(ctx context.Context, t transport.Transport, h transpor
 		seg = es
 	}
 	p := plan{n: n, r: r, es: es, count: len(send) / es, seg: seg}
+	if b, ok := t.(transport.Buffered); ok && len(send) <= c.eagerBytes() && 2*len(send) <= b.SendBuffer() {
+		return p.sequential(ctx, t, h, send, recv)
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -112,59 +131,114 @@ func (p plan) recvChunk(s int) int {
 	return p.r - (s - (p.n - 1))
 }
 
+// segments calls fn for every segment of chunk k, numbering them from *msg.
+func (p plan) segments(k int, msg *uint32, fn func(off, end int, step uint32) error) error {
+	lo, hi := p.chunk(k)
+	for off := lo; off < hi; off += p.seg {
+		if err := fn(off, min(off+p.seg, hi), *msg); err != nil {
+			return err
+		}
+		*msg++
+	}
+	return nil
+}
+
+// source is the buffer step s sends from: the input at the first step, the
+// partial or final results after.
+func (p plan) source(s int, send, recv []byte) []byte {
+	if s == 0 {
+		return send
+	}
+	return recv
+}
+
+// receive takes one segment of step s from the left neighbour: during the
+// reduce-scatter it is reduced into recv (and finished at the last step),
+// during the all-gather it lands in recv as is.
+func (p plan) receive(ctx context.Context, t transport.Transport, h transport.Header, s, off, end int, send, recv, stage []byte) error {
+	left := (p.r - 1 + p.n) % p.n
+	if s >= p.n-1 {
+		return t.Recv(ctx, left, h, recv[off:end])
+	}
+	in := stage[:end-off]
+	if err := t.Recv(ctx, left, h, in); err != nil {
+		return err
+	}
+	reduce.ReduceTo(h.DType, h.Op, recv[off:end], send[off:end], in)
+	if s == p.n-2 {
+		reduce.Finish(h.DType, h.Op, recv[off:end], p.n)
+	}
+	return nil
+}
+
+// sendAll is the sending half of the pipelined ring: it forwards each
+// segment as soon as recvAll has it.
 func (p plan) sendAll(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte, ready *progress) error {
 	right := (p.r + 1) % p.n
 	var msg uint32
 	var forwarded int64
-	for s := 0; s < p.steps(); s++ {
-		src := recv
-		if s == 0 {
-			src = send
-		}
-		lo, hi := p.chunk(p.sendChunk(s))
-		for off := lo; off < hi; off += p.seg {
-			end := min(off+p.seg, hi)
+	for s := range p.steps() {
+		src := p.source(s, send, recv)
+		err := p.segments(p.sendChunk(s), &msg, func(off, end int, step uint32) error {
 			if s > 0 {
 				forwarded++
 				if err := ready.wait(ctx, forwarded); err != nil {
 					return err
 				}
 			}
-			h.Step = msg
-			msg++
-			if err := t.Send(ctx, right, h, src[off:end]); err != nil {
-				return fmt.Errorf("ring step %d/%d: %w", s, p.steps(), err)
-			}
+			h.Step = step
+			return t.Send(ctx, right, h, src[off:end])
+		})
+		if err != nil {
+			return fmt.Errorf("ring step %d/%d: %w", s, p.steps(), err)
 		}
 	}
 	return nil
 }
 
+// recvAll is the receiving half of the pipelined ring.
 func (p plan) recvAll(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte, ready *progress) error {
-	left := (p.r - 1 + p.n) % p.n
 	stage := getStage(p.seg)
 	defer putStage(stage)
 	var msg uint32
-	for s := 0; s < p.steps(); s++ {
-		lo, hi := p.chunk(p.recvChunk(s))
-		reducing := s < p.n-1
-		for off := lo; off < hi; off += p.seg {
-			end := min(off+p.seg, hi)
-			h.Step = msg
-			msg++
-			if reducing {
-				in := (*stage)[:end-off]
-				if err := t.Recv(ctx, left, h, in); err != nil {
-					return fmt.Errorf("ring step %d/%d: %w", s, p.steps(), err)
-				}
-				reduce.ReduceTo(h.DType, h.Op, recv[off:end], send[off:end], in)
-				if s == p.n-2 {
-					reduce.Finish(h.DType, h.Op, recv[off:end], p.n)
-				}
-			} else if err := t.Recv(ctx, left, h, recv[off:end]); err != nil {
-				return fmt.Errorf("ring step %d/%d: %w", s, p.steps(), err)
+	for s := range p.steps() {
+		err := p.segments(p.recvChunk(s), &msg, func(off, end int, step uint32) error {
+			h.Step = step
+			if err := p.receive(ctx, t, h, s, off, end, send, recv, *stage); err != nil {
+				return err
 			}
 			ready.add()
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("ring step %d/%d: %w", s, p.steps(), err)
+		}
+	}
+	return nil
+}
+
+// sequential runs the ring on one goroutine, each step sending its whole
+// chunk before receiving. Only safe when the link buffers everything a rank
+// sends in the collective, which the caller checks.
+func (p plan) sequential(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte) error {
+	right := (p.r + 1) % p.n
+	stage := getStage(p.seg)
+	defer putStage(stage)
+	var sent, received uint32
+	for s := range p.steps() {
+		src := p.source(s, send, recv)
+		err := p.segments(p.sendChunk(s), &sent, func(off, end int, step uint32) error {
+			h.Step = step
+			return t.Send(ctx, right, h, src[off:end])
+		})
+		if err == nil {
+			err = p.segments(p.recvChunk(s), &received, func(off, end int, step uint32) error {
+				h.Step = step
+				return p.receive(ctx, t, h, s, off, end, send, recv, *stage)
+			})
+		}
+		if err != nil {
+			return fmt.Errorf("ring step %d/%d: %w", s, p.steps(), err)
 		}
 	}
 	return nil

@@ -174,6 +174,11 @@ func (t *Transport) Rank() int { return t.rank }
 // Size returns the number of ranks in the network.
 func (t *Transport) Size() int { return len(t.net.ts) }
 
+var _ transport.Buffered = (*Transport)(nil)
+
+// SendBuffer reports that links queue without bound: Send never waits.
+func (t *Transport) SendBuffer() int { return math.MaxInt }
+
 // Close closes this rank's transport: its blocked and later calls fail with
 // transport.ErrClosed, and messages waiting for it are discarded. Messages
 // it already sent stay receivable; after them its peers' Recvs fail with

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/collkit/collkit/bootstrap"
@@ -23,9 +24,9 @@ import (
 //
 // Waiting for the other ranks to publish their addresses is bounded by ctx;
 // reaching them and being reached, once the addresses are known, by
-// Config.ConnectTimeout as well. When Connect returns nil on every rank, no
-// rank needs store any more. After an error the Transport cannot be used;
-// Close it.
+// Config.ConnectTimeout as well. Every rank dials rank 0 only after reading
+// all addresses, so once Connect has returned nil on rank 0 no rank needs
+// store any more. After an error the Transport cannot be used; Close it.
 func (t *Transport) Connect(ctx context.Context, store bootstrap.Store) (err error) {
 	t.mu.Lock()
 	switch {
@@ -292,6 +293,15 @@ func (t *Transport) tune(c *net.TCPConn) {
 	c.SetNoDelay(true)
 	c.SetReadBuffer(t.cfg.SocketBuffer)
 	c.SetWriteBuffer(t.cfg.SocketBuffer)
+	// The kernel may grant less than asked (net.core.wmem_max) and reports
+	// double what it grants; remember the smallest real send buffer.
+	if raw, err := c.SyscallConn(); err == nil {
+		raw.Control(func(fd uintptr) {
+			if n, err := syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF); err == nil {
+				t.noteSendBuffer(n / 2)
+			}
+		})
+	}
 }
 
 // handshakeOut introduces stream s of this rank to rank r and waits for the

@@ -2,6 +2,7 @@ package tcp_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -34,12 +35,13 @@ func Example() {
 	}
 	wg.Wait()
 
+	// A message this small fits in the socket buffer, so Send returns
+	// before anyone receives it; a large one would need the Recv running on
+	// another goroutine.
 	h := transport.Header{Seq: 1, Coll: transport.CollSendRecv}
-	go func() {
-		if err := ts[0].Send(ctx, 1, h, []byte("hello over tcp")); err != nil {
-			panic(err)
-		}
-	}()
+	if err := ts[0].Send(ctx, 1, h, []byte("hello over tcp")); err != nil {
+		panic(err)
+	}
 	buf := make([]byte, len("hello over tcp"))
 	if err := ts[1].Recv(ctx, 0, h, buf); err != nil {
 		panic(err)
@@ -47,10 +49,12 @@ func Example() {
 	fmt.Printf("rank 1 got %q from rank 0\n", buf)
 
 	// Expecting another step than the one sent is caught, not misread.
-	go ts[0].Send(ctx, 1, h, []byte("step 0"))
+	if err := ts[0].Send(ctx, 1, h, []byte("step 0")); err != nil {
+		panic(err)
+	}
 	h.Step = 1
 	err := ts[1].Recv(ctx, 0, h, make([]byte, 6))
-	fmt.Println(err != nil)
+	fmt.Println(errors.Is(err, transport.ErrMismatch))
 	// Output:
 	// rank 1 got "hello over tcp" from rank 0
 	// true

@@ -66,6 +66,9 @@ func (s *stream) armWrite(ctx context.Context) (stop func() bool, err error) {
 	if ctx.Done() == nil {
 		return nil, nil
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	return context.AfterFunc(ctx, s.wabortFn), nil
 }
 
@@ -87,6 +90,9 @@ func (s *stream) armRead(ctx context.Context) (stop func() bool, err error) {
 	if ctx.Done() == nil {
 		return nil, nil
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	return context.AfterFunc(ctx, s.rabortFn), nil
 }
 
@@ -95,12 +101,6 @@ func (s *stream) disarmRead(stop func() bool) {
 		<-s.rfired
 		s.rdlOK = false
 	}
-}
-
-// interrupt makes blocked and later I/O on s fail at once; used when a
-// sibling stream of the same message failed.
-func (s *stream) interrupt() {
-	s.conn.SetDeadline(aLongTimeAgo)
 }
 
 // send writes h and p. It returns how many bytes went out, so the caller

@@ -254,9 +254,6 @@ func TestPeerGoneMessage(t *testing.T) {
 }
 
 func TestSmallSendRecvNoAllocs(t *testing.T) {
-	if testing.Short() {
-		t.Skip("allocation counts are only exact without -short's other load")
-	}
 	ts := newWorld(t, 2, nil, nil)
 	ctx := context.Background()
 	out, in := make([]byte, 4<<10), make([]byte, 4<<10)
@@ -384,8 +381,8 @@ func TestMisconfiguredPeer(t *testing.T) {
 	}
 	for _, c := range cases {
 		store := bootstrap.NewMemStore()
-		t0, _ := New(Config{Rank: 0, Size: 2, JobID: "j", ConnectTimeout: 2 * time.Second})
-		cfg := Config{Rank: 1, Size: 2, JobID: "j", ConnectTimeout: 2 * time.Second}
+		t0, _ := New(Config{Rank: 0, Size: 2, JobID: "j", ConnectTimeout: time.Second})
+		cfg := Config{Rank: 1, Size: 2, JobID: "j", ConnectTimeout: time.Second}
 		c.change(&cfg)
 		t1, _ := New(cfg)
 		t0.log, t1.log = quiet, quiet

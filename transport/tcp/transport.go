@@ -41,6 +41,24 @@ type Transport struct {
 	closed    atomic.Bool
 	done      chan struct{} // closed by Close
 	wg        sync.WaitGroup
+
+	sendBuffer atomic.Int64 // smallest kernel send buffer of any connection
+}
+
+var _ transport.Buffered = (*Transport)(nil)
+
+// SendBuffer is the number of payload bytes a peer link holds without the
+// peer receiving: the smallest kernel send buffer among the connections.
+// Zero before Connect.
+func (t *Transport) SendBuffer() int { return int(t.sendBuffer.Load()) }
+
+func (t *Transport) noteSendBuffer(n int) {
+	for {
+		cur := t.sendBuffer.Load()
+		if cur != 0 && cur <= int64(n) || t.sendBuffer.CompareAndSwap(cur, int64(n)) {
+			return
+		}
+	}
 }
 
 // New checks cfg and returns an unconnected Transport. It does no I/O.
@@ -167,10 +185,10 @@ type peer struct {
 	addr    string
 	streams []*stream
 
-	broken  atomic.Bool
-	errMu   sync.Mutex
-	err     error // the first error that broke the connections
-	closeMu sync.Once
+	broken    atomic.Bool
+	errMu     sync.Mutex
+	err       error // the first error that broke the connections
+	closeOnce sync.Once
 
 	// With several streams, stream i > 0 has a send and a receive worker
 	// that move pieces handed over on sendWork[i] and recvWork[i].
@@ -213,7 +231,7 @@ func (pr *peer) fail(err error) {
 }
 
 func (pr *peer) closeConns() {
-	pr.closeMu.Do(func() {
+	pr.closeOnce.Do(func() {
 		for _, s := range pr.streams {
 			s.conn.Close()
 		}
@@ -229,7 +247,7 @@ func (pr *peer) failed(ctx context.Context, op string, moved int, err error) err
 		return &transport.PeerError{Rank: pr.rank, Addr: pr.addr, Op: op, Err: transport.ErrClosed}
 	}
 	perr := &transport.PeerError{Rank: pr.rank, Addr: pr.addr, Op: op}
-	if errors.Is(err, os.ErrDeadlineExceeded) {
+	if fromContext(err) {
 		// Deadlines come only from ctx: its deadline, or its cancellation.
 		if perr.Err = ctx.Err(); perr.Err == nil {
 			perr.Err = context.DeadlineExceeded
@@ -274,10 +292,17 @@ func pickErr(first, next error) error {
 	return first
 }
 
+// fromContext reports errors caused by the operation's context: a deadline
+// set from it on the connection, or the context's own error.
+func fromContext(err error) bool {
+	return errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, context.DeadlineExceeded)
+}
+
 // hard reports errors after which the sibling streams of a message must be
-// stopped; errors from ctx reach every stream on their own.
+// stopped; errors from the context reach every stream on their own.
 func hard(err error) bool {
-	return err != nil && !errors.Is(err, os.ErrDeadlineExceeded)
+	return err != nil && !fromContext(err)
 }
 
 func (pr *peer) sendPieces(ctx context.Context, h transport.Header, p []byte, k int) error {
