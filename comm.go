@@ -1,14 +1,17 @@
 package collkit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/collkit/collkit/algo/adaptive"
 	"github.com/collkit/collkit/algo/ring"
 	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
@@ -57,37 +60,49 @@ var (
 // AllReduceFunc is the shape of an all-reduce algorithm (see algo/...).
 type AllReduceFunc func(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte) error
 
-// algorithm is a registered all-reduce; its index in allReduceAlgorithms is
-// the id sent in every header, so ranks that chose different algorithms get a
-// mismatch error instead of a hang.
-type algorithm struct {
-	name string
-	run  AllReduceFunc
-}
-
-var allReduceAlgorithms = []algorithm{
-	{"ring", ring.AllReduce},
-}
+// algorithmNames are the all-reduce algorithms by name; the index of a name
+// is the id sent in every header, so ranks that chose different algorithms
+// get a mismatch error instead of a hang.
+var algorithmNames = []string{"ring", "adaptive"}
 
 // Algorithms lists the names of the all-reduce algorithms Options.Algorithm accepts.
-func Algorithms() []string {
-	names := make([]string, len(allReduceAlgorithms))
-	for i, a := range allReduceAlgorithms {
-		names[i] = a.name
-	}
-	return names
-}
+func Algorithms() []string { return slices.Clone(algorithmNames) }
 
 func findAlgorithm(name string) (uint8, error) {
 	if name == "" {
 		return 0, nil
 	}
-	for i, a := range allReduceAlgorithms {
-		if a.name == name {
-			return uint8(i), nil
-		}
+	if i := slices.Index(algorithmNames, name); i >= 0 {
+		return uint8(i), nil
 	}
-	return 0, fmt.Errorf("%w: unknown algorithm %q (use one of %v)", ErrBadArgument, name, Algorithms())
+	return 0, fmt.Errorf("%w: unknown algorithm %q (use one of %v)", ErrBadArgument, name, algorithmNames)
+}
+
+// algorithm returns the function that runs the named algorithm with this
+// communicator's settings.
+func (c *Comm) algorithm(id uint8) (AllReduceFunc, error) {
+	switch algorithmNames[id] {
+	case "ring":
+		return ring.AllReduce, nil
+	case "adaptive":
+		return c.adaptive().AllReduce, nil
+	}
+	return nil, fmt.Errorf("%w: algorithm %q is not available", ErrBadArgument, algorithmNames[id])
+}
+
+// adaptive is the adaptive algorithm's configuration for this communicator.
+func (c *Comm) adaptive() adaptive.Config {
+	return adaptive.Config{Table: c.tuning, Transport: c.transportName}
+}
+
+// Choose names the algorithm an all-reduce of bytes runs: the configured
+// one, or the one adaptive picks for that size.
+func (c *Comm) Choose(bytes int64) string {
+	if algorithmNames[c.algo] == "adaptive" {
+		a, _ := c.adaptive().Choose(bytes, c.Size())
+		return a.Name
+	}
+	return algorithmNames[c.algo]
 }
 
 // Options configures a Comm. The zero value is ready to use.
@@ -103,14 +118,21 @@ type Options struct {
 	// Streams is the number of TCP connections per peer (tcp transport).
 	// Zero means 1.
 	Streams int
+	// Tuning is the path of a tuning file written by `collbench tune`, used
+	// by the adaptive algorithm. Empty means $COLLKIT_TUNING, and without
+	// that, built-in cost terms.
+	Tuning string
 }
 
 // Comm is a communicator: one rank's handle on a group of ranks.
 type Comm struct {
-	t       transport.Transport
-	algo    uint8
-	timeout time.Duration
-	closers []io.Closer
+	t             transport.Transport
+	transportName string
+	algo          uint8
+	run           AllReduceFunc
+	tuning        *adaptive.Table
+	timeout       time.Duration
+	closers       []io.Closer
 
 	mu  sync.Mutex // one collective at a time; guards seq and err
 	seq uint64
@@ -124,11 +146,22 @@ func New(t transport.Transport, opts Options) (*Comm, error) {
 	if err != nil {
 		return nil, fmt.Errorf("collkit: rank %d: %w", t.Rank(), err)
 	}
-	timeout := opts.Timeout
-	if timeout == 0 {
-		timeout = DefaultTimeout
+	c := &Comm{t: t, algo: algo, timeout: opts.Timeout, transportName: opts.Transport}
+	if c.timeout == 0 {
+		c.timeout = DefaultTimeout
 	}
-	return &Comm{t: t, algo: algo, timeout: timeout}, nil
+	if c.transportName == "" {
+		c.transportName = "tcp"
+	}
+	if path := cmp.Or(opts.Tuning, os.Getenv("COLLKIT_TUNING")); path != "" {
+		if c.tuning, err = adaptive.Load(path); err != nil {
+			return nil, fmt.Errorf("collkit: rank %d: %w", t.Rank(), err)
+		}
+	}
+	if c.run, err = c.algorithm(algo); err != nil {
+		return nil, fmt.Errorf("collkit: rank %d: %w", t.Rank(), err)
+	}
+	return c, nil
 }
 
 // Rank is this process's rank in [0, Size()).
@@ -138,7 +171,24 @@ func (c *Comm) Rank() int { return c.t.Rank() }
 func (c *Comm) Size() int { return c.t.Size() }
 
 // Algorithm is the name of the all-reduce algorithm in use.
-func (c *Comm) Algorithm() string { return allReduceAlgorithms[c.algo].name }
+func (c *Comm) Algorithm() string { return algorithmNames[c.algo] }
+
+// SetAlgorithm switches the all-reduce algorithm. Every rank must switch at
+// the same point in its sequence of collectives.
+func (c *Comm) SetAlgorithm(name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id, err := findAlgorithm(name)
+	if err != nil {
+		return fmt.Errorf("collkit: rank %d: %w", c.Rank(), err)
+	}
+	run, err := c.algorithm(id)
+	if err != nil {
+		return fmt.Errorf("collkit: rank %d: %w", c.Rank(), err)
+	}
+	c.algo, c.run = id, run
+	return nil
+}
 
 // Transport is the transport the communicator runs on.
 func (c *Comm) Transport() transport.Transport { return c.t }
@@ -178,7 +228,7 @@ func (c *Comm) AllReduce(ctx context.Context, dt DType, op Op, send, recv []byte
 	c.seq++
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	if err := allReduceAlgorithms[c.algo].run(ctx, c.t, h, send, recv); err != nil {
+	if err := c.run(ctx, c.t, h, send, recv); err != nil {
 		return c.fail(fmt.Errorf("collkit: rank %d: allreduce #%d (%s, %d x %v, %v): %w",
 			c.Rank(), h.Seq, c.Algorithm(), h.Count, dt, op, explain(ctx, err)))
 	}

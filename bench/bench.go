@@ -38,6 +38,7 @@ type Row struct {
 	DType      string      `json:"dtype"`
 	Op         string      `json:"op"`
 	Root       int         `json:"root"`
+	Algorithm  string      `json:"algorithm"` // what ran (adaptive's choice for its rows)
 	OutOfPlace Measurement `json:"out_of_place"`
 	InPlace    Measurement `json:"in_place"`
 }
@@ -83,7 +84,8 @@ func Run(ctx context.Context, c *collkit.Comm, cfg Config, each func(Row)) ([]Ro
 
 	var rows []Row
 	for _, size := range sizes {
-		row := Row{Bytes: size, Count: size / int64(cfg.DType.Size()), DType: cfg.DType.String(), Op: cfg.Op.String(), Root: -1}
+		row := Row{Bytes: size, Count: size / int64(cfg.DType.Size()), DType: cfg.DType.String(), Op: cfg.Op.String(), Root: -1,
+			Algorithm: c.Choose(size)}
 		s, r := send[:size], recv[:size]
 		var err error
 		if row.OutOfPlace.TimeUS, err = timeIt(ctx, c, cfg, s, r); err != nil {

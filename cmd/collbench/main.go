@@ -30,14 +30,18 @@ const (
 
 // options are collbench's flags after validation.
 type options struct {
-	algo, transport string
-	np              int
-	npSet           bool
-	streams         int
-	bench           bench.Config
-	jsonPath        string
-	timeout         time.Duration
-	connectTimeout  time.Duration
+	tune           bool     // the tune subcommand
+	algos          []string // --algo, expanded
+	tuningIn       string   // --tuning: tuning file for adaptive
+	tuneOut        string   // tune --output
+	transport      string
+	np             int
+	npSet          bool
+	streams        int
+	bench          bench.Config
+	jsonPath       string
+	timeout        time.Duration
+	connectTimeout time.Duration
 }
 
 // usageError marks errors that are the user's input, not a failed run.
@@ -104,44 +108,113 @@ func worker(ctx context.Context, env bootstrap.Env, opts options, stdout io.Writ
 	setup, cancel := context.WithTimeout(ctx, opts.connectTimeout)
 	defer cancel()
 	comm, err := collkit.Connect(setup, env, collkit.Options{
-		Algorithm: opts.algo,
+		Algorithm: opts.algos[0],
 		Transport: opts.transport,
 		Streams:   opts.streams,
 		Timeout:   opts.timeout,
+		Tuning:    opts.tuningIn,
 	})
 	if err != nil {
 		return usageError{err}
 	}
 	defer comm.Close()
 
+	lead := comm.Rank() == 0
+	out := io.Discard
+	if lead {
+		out = stdout
+	}
+	var reports []bench.Report
+	for _, algo := range opts.algos {
+		if err := comm.SetAlgorithm(algo); err != nil {
+			return usageError{err}
+		}
+		report, err := runOne(ctx, comm, opts, out)
+		if err != nil {
+			return err
+		}
+		reports = append(reports, report)
+	}
+	if opts.tune {
+		return writeTuning(opts, comm, reports, lead)
+	}
+	if len(reports) > 1 {
+		compare(out, reports)
+	}
+	if lead && opts.jsonPath != "" {
+		if err := bench.WriteJSONFile(opts.jsonPath, reports); err != nil {
+			return err
+		}
+	}
+	var wrong int64
+	for _, r := range reports {
+		wrong += r.Wrong
+	}
+	if wrong > 0 {
+		return fmt.Errorf("%d wrong elements summed over all ranks: the results are incorrect", wrong)
+	}
+	return nil
+}
+
+// runOne sweeps the sizes with the communicator's current algorithm.
+func runOne(ctx context.Context, comm *collkit.Comm, opts options, out io.Writer) (bench.Report, error) {
 	report := bench.NewReport()
 	report.Collective, report.Algorithm, report.Transport = "allreduce", comm.Algorithm(), opts.transport
 	report.Ranks, report.Streams = comm.Size(), opts.streams
 	report.Iters, report.Warmup, report.Check, report.Seed = opts.bench.Iters, opts.bench.Warmup, opts.bench.Check, opts.bench.Seed
-	lead := comm.Rank() == 0
-	if lead {
-		report.WriteHeader(stdout)
-	}
-	rows, err := bench.Run(ctx, comm, opts.bench, func(row bench.Row) {
-		if lead {
-			bench.WriteRow(stdout, row)
-		}
-	})
+	report.WriteHeader(out)
+	rows, err := bench.Run(ctx, comm, opts.bench, func(row bench.Row) { bench.WriteRow(out, row) })
 	if err != nil {
-		return err
+		return report, err
 	}
 	report.Finish(rows)
-	if lead {
-		report.WriteFooter(stdout)
-		if opts.jsonPath != "" {
-			if err := report.WriteJSON(opts.jsonPath); err != nil {
-				return err
+	report.WriteFooter(out)
+	return report, nil
+}
+
+// compare prints, per size, every algorithm's out-of-place time with the
+// fastest marked.
+func compare(w io.Writer, reports []bench.Report) {
+	fmt.Fprintf(w, "# Comparison (out-of-place time in us, * = fastest)\n# %10s", "size")
+	for _, r := range reports {
+		fmt.Fprintf(w, " %16s", r.Algorithm)
+	}
+	fmt.Fprintf(w, "  %s\n", "winner")
+	for i, row := range reports[0].Rows {
+		best := 0
+		for j, r := range reports {
+			if r.Rows[i].OutOfPlace.TimeUS < reports[best].Rows[i].OutOfPlace.TimeUS {
+				best = j
 			}
 		}
+		fmt.Fprintf(w, "  %10d", row.Bytes)
+		for j, r := range reports {
+			mark := " "
+			if j == best {
+				mark = "*"
+			}
+			cell := fmt.Sprintf("%.2f%s", r.Rows[i].OutOfPlace.TimeUS, mark)
+			if r.Algorithm == "adaptive" {
+				cell = fmt.Sprintf("(%s) %s", r.Rows[i].Algorithm, cell)
+			}
+			fmt.Fprintf(w, " %16s", cell)
+		}
+		fmt.Fprintf(w, "  %s\n", reports[best].Algorithm)
 	}
-	if report.Wrong > 0 {
-		return fmt.Errorf("%d wrong elements summed over all ranks: the results are incorrect", report.Wrong)
+}
+
+// writeTuning fits the cost model to the sweep of every algorithm and saves
+// the tuning file (rank 0).
+func writeTuning(opts options, comm *collkit.Comm, reports []bench.Report, lead bool) error {
+	table := bench.Tune(reports, opts.transport)
+	if !lead {
+		return nil
 	}
+	if err := table.Save(opts.tuneOut); err != nil {
+		return err
+	}
+	fmt.Printf("# tuning for %d ranks over %s written to %s (use: collbench --algo adaptive --tuning %s)\n",
+		comm.Size(), opts.transport, opts.tuneOut, opts.tuneOut)
 	return nil
 }
 
@@ -150,8 +223,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	fs.SortFlags = false
 	var o options
-	var size, minB, maxB, dtype, op string
-	fs.StringVarP(&o.algo, "algo", "a", "ring", "all-reduce algorithm: "+strings.Join(collkit.Algorithms(), ", "))
+	var size, minB, maxB, dtype, op, algo string
+	if len(args) > 0 && args[0] == "tune" {
+		o.tune, args = true, args[1:]
+		fs.StringVar(&o.tuneOut, "output", "collkit-tune.json", "tune: where to write the tuning file")
+	}
+	fs.StringVarP(&algo, "algo", "a", "ring", "all-reduce algorithm, a comma-separated list, or all: "+strings.Join(collkit.Algorithms(), ", "))
+	fs.StringVar(&o.tuningIn, "tuning", "", "tuning file from 'collbench tune' for --algo adaptive (default $COLLKIT_TUNING)")
 	fs.StringVarP(&o.transport, "transport", "t", "tcp", "transport: "+strings.Join(collkit.Transports(), ", "))
 	fs.IntVar(&o.np, "np", 4, "ranks to launch on this machine when no launcher set RANK/WORLD_SIZE")
 	fs.StringVar(&size, "size", "", "one message size in bytes (K/M/G suffixes); sets -b and -e")
@@ -191,8 +269,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.bench.Op, err = reduce.ParseOp(op); err != nil {
 		return o, fmt.Errorf("--op: %w", err)
 	}
-	if !slices.Contains(collkit.Algorithms(), o.algo) {
-		return o, fmt.Errorf("--algo %q: unknown algorithm (use one of %s)", o.algo, strings.Join(collkit.Algorithms(), ", "))
+	if o.algos, err = parseAlgos(algo, o.tune); err != nil {
+		return o, err
 	}
 	if !slices.Contains(collkit.Transports(), o.transport) {
 		return o, fmt.Errorf("--transport %q: unknown transport (use one of %s)", o.transport, strings.Join(collkit.Transports(), ", "))
@@ -223,6 +301,27 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("--timeout and --connect-timeout must be positive durations such as 30s")
 	}
 	return o, nil
+}
+
+// parseAlgos expands --algo: a name, a comma-separated list or "all". Tune
+// measures the fixed algorithms only, so adaptive is left out of its "all".
+func parseAlgos(s string, tune bool) ([]string, error) {
+	known := collkit.Algorithms()
+	if s == "all" {
+		if tune {
+			return slices.DeleteFunc(known, func(a string) bool { return a == "adaptive" }), nil
+		}
+		return known, nil
+	}
+	var algos []string
+	for _, a := range strings.Split(s, ",") {
+		a = strings.TrimSpace(a)
+		if !slices.Contains(known, a) {
+			return nil, fmt.Errorf("--algo %q: unknown algorithm (use one of %s, or all)", a, strings.Join(known, ", "))
+		}
+		algos = append(algos, a)
+	}
+	return algos, nil
 }
 
 // parseSize reads a byte count with an optional K, M or G suffix (powers of

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"net"
 	"os"
@@ -87,17 +86,17 @@ func TestFourRanksRingOverTCP(t *testing.T) {
 	if !strings.Contains(stdout, "# Avg bus bandwidth") || !strings.Contains(stdout, "4 ranks") {
 		t.Fatalf("no nccl-tests style table:\n%s", stdout)
 	}
-	var report bench.Report
-	b, err := os.ReadFile(jsonPath)
+	file, err := bench.ReadJSONFile(jsonPath)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("JSON output: %v", err)
 	}
-	if err := json.Unmarshal(b, &report); err != nil {
-		t.Fatalf("JSON output does not parse: %v", err)
+	if len(file.Reports) != 1 {
+		t.Fatalf("%d reports, want 1", len(file.Reports))
 	}
+	report := file.Reports[0]
 	// Sizes 8 * 4^k up to 1 MiB: 8 B ... 512 KiB.
-	if report.Ranks != 4 || report.Schema != bench.SchemaVersion || len(report.Rows) != 9 {
-		t.Fatalf("report: ranks=%d schema=%q rows=%d, want 4, %q, 9", report.Ranks, report.Schema, len(report.Rows), bench.SchemaVersion)
+	if report.Ranks != 4 || report.Algorithm != "ring" || len(report.Rows) != 9 {
+		t.Fatalf("report: ranks=%d algorithm=%q rows=%d, want 4, ring, 9", report.Ranks, report.Algorithm, len(report.Rows))
 	}
 	for _, row := range report.Rows {
 		if row.OutOfPlace.Wrong != 0 || row.InPlace.Wrong != 0 || row.OutOfPlace.TimeUS <= 0 || row.OutOfPlace.BusBW <= 0 {

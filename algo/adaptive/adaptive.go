@@ -1,0 +1,100 @@
+package adaptive
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/collkit/collkit/algo/ring"
+	"github.com/collkit/collkit/transport"
+)
+
+// AllReduceFunc is the shape of every all-reduce algorithm.
+type AllReduceFunc func(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte) error
+
+// Algorithm is a candidate: how to run it and the shape of its cost.
+type Algorithm struct {
+	Name string
+	Run  AllReduceFunc
+	Shape
+}
+
+// Ring is the shape of ring all-reduce: 2(n-1) steps, 2(n-1)/n of the data.
+var Ring = Shape{
+	Steps:  func(n int) float64 { return 2 * float64(n-1) },
+	Factor: func(n int) float64 { return 2 * float64(n-1) / float64(n) },
+}
+
+// Tree is the shape of a pipelined double binary tree: up and down a tree of
+// depth log2(n); every rank moves about the whole buffer each way.
+var Tree = Shape{
+	Steps:  func(n int) float64 { return 2 * log2ceil(n) },
+	Factor: func(n int) float64 { return 2 },
+}
+
+// HalvingDoubling is the shape of Rabenseifner's algorithm (recursive
+// doubling for tiny messages has fewer steps, which the fitted latency of
+// the small-size bands absorbs).
+var HalvingDoubling = Shape{
+	Steps:  func(n int) float64 { return 2 * log2ceil(n) },
+	Factor: func(n int) float64 { return 2 * float64(n-1) / float64(n) },
+}
+
+// Config chooses among Algorithms for each call. The zero value chooses
+// among Defaults() with built-in cost terms.
+type Config struct {
+	// Algorithms are the candidates. Nil means Defaults().
+	Algorithms []Algorithm
+	// Table holds measured cost terms. Nil means built-in terms for all.
+	Table *Table
+	// Transport is the name the Table's entries are keyed by ("tcp", ...).
+	Transport string
+}
+
+// Defaults are the flat all-reduce algorithms adaptive chooses among.
+func Defaults() []Algorithm {
+	return []Algorithm{
+		{Name: "ring", Run: ring.AllReduce, Shape: Ring},
+	}
+}
+
+func (c Config) algorithms() []Algorithm {
+	if c.Algorithms == nil {
+		return Defaults()
+	}
+	return c.Algorithms
+}
+
+// Choose returns the candidate the model predicts fastest for an all-reduce
+// of bytes over n ranks, and that prediction in microseconds.
+func (c Config) Choose(bytes int64, n int) (Algorithm, float64) {
+	algos := c.algorithms()
+	best, bestUS := 0, 0.0
+	for i, a := range algos {
+		f := defaultFit
+		if e := c.Table.entry(c.Transport, n, a.Name); e != nil && len(e.Fits) > 0 {
+			f = fitFor(e.Fits, bytes)
+		}
+		us := a.predict(f, n, bytes)
+		if i == 0 || us < bestUS {
+			best, bestUS = i, us
+		}
+	}
+	return algos[best], bestUS
+}
+
+// AllReduce runs the algorithm Choose picks for this call. The header's Algo
+// field carries the choice, so ranks whose tables disagree get a mismatch
+// error rather than waiting on each other forever.
+func (c Config) AllReduce(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte) error {
+	algos := c.algorithms()
+	a, _ := c.Choose(int64(len(send)), t.Size())
+	for i := range algos {
+		if algos[i].Name == a.Name {
+			h.Algo = 0x80 | uint8(i)
+		}
+	}
+	if err := a.Run(ctx, t, h, send, recv); err != nil {
+		return fmt.Errorf("adaptive (chose %s): %w", a.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,99 @@
+package adaptive_test
+
+import (
+	"context"
+	"math"
+	"path/filepath"
+	"testing"
+
+	"github.com/collkit/collkit/algo/adaptive"
+	"github.com/collkit/collkit/algo/algotest"
+	"github.com/collkit/collkit/transport"
+	"github.com/collkit/collkit/transport/mem"
+)
+
+func memWorld(t testing.TB, n int) []transport.Transport {
+	net := mem.NewNetwork(n, mem.Config{})
+	t.Cleanup(func() { net.Close() })
+	return net.Transports()
+}
+
+func TestAllReduceMem(t *testing.T) {
+	algotest.AllReduce(t, adaptive.Config{}.AllReduce, memWorld)
+}
+
+// fake candidates with known costs: "small" is cheap in latency, "big" in
+// bandwidth.
+func candidates() []adaptive.Algorithm {
+	run := func(context.Context, transport.Transport, transport.Header, []byte, []byte) error { return nil }
+	one := func(int) float64 { return 1 }
+	return []adaptive.Algorithm{
+		{Name: "small", Run: run, Shape: adaptive.Shape{Steps: one, Factor: one}},
+		{Name: "big", Run: run, Shape: adaptive.Shape{Steps: one, Factor: one}},
+	}
+}
+
+// samples makes exact measurements of time = lat + bytes/bw.
+func samples(lat, bwGBs float64) []adaptive.Sample {
+	var s []adaptive.Sample
+	for b := int64(8); b <= 64<<20; b *= 4 {
+		s = append(s, adaptive.Sample{Bytes: b, TimeUS: lat + float64(b)/(bwGBs*1e3)})
+	}
+	return s
+}
+
+// The fit recovers known terms, and Choose follows the crossover they imply.
+func TestFitAndChoose(t *testing.T) {
+	algos := candidates()
+	small := adaptive.FitSamples(algos[0].Shape, 4, samples(5, 0.5))
+	big := adaptive.FitSamples(algos[1].Shape, 4, samples(50, 5))
+	for _, f := range append(small, big...) {
+		if f.LatencyUS != 5 && math.Abs(f.LatencyUS-5) > 0.01 && math.Abs(f.LatencyUS-50) > 0.01 {
+			t.Fatalf("fitted latency %v, want 5 or 50", f.LatencyUS)
+		}
+	}
+	if math.Abs(small[3].BandwidthGBs-0.5) > 1e-6 || math.Abs(big[3].BandwidthGBs-5) > 1e-6 {
+		t.Fatalf("fitted bandwidth %v and %v, want 0.5 and 5", small[3].BandwidthGBs, big[3].BandwidthGBs)
+	}
+	table := &adaptive.Table{Schema: adaptive.Schema, Entries: []adaptive.Entry{
+		{Transport: "tcp", Ranks: 4, Algorithm: "small", Fits: small},
+		{Transport: "tcp", Ranks: 4, Algorithm: "big", Fits: big},
+	}}
+	cfg := adaptive.Config{Algorithms: algos, Table: table, Transport: "tcp"}
+	// Crossover: 5 + b/500 = 50 + b/5000 at b = 25000 bytes.
+	for _, c := range []struct {
+		bytes int64
+		want  string
+	}{{8, "small"}, {16 << 10, "small"}, {64 << 10, "big"}, {64 << 20, "big"}} {
+		if got, _ := cfg.Choose(c.bytes, 4); got.Name != c.want {
+			t.Errorf("Choose(%d) = %s, want %s", c.bytes, got.Name, c.want)
+		}
+	}
+	// Another world size or transport has no entry: defaults decide, the
+	// table must not be misapplied.
+	if _, us := cfg.Choose(8, 8); us == 5 {
+		t.Error("a 4-rank fit was used for 8 ranks")
+	}
+
+	path := filepath.Join(t.TempDir(), "tune.json")
+	if err := table.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := adaptive.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(loaded.Entries) != 2 || loaded.Entries[1].Fits[3] != big[3] {
+		t.Fatalf("round trip changed the table: %+v", loaded.Entries)
+	}
+}
+
+func TestLoadRejectsOtherSchema(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tune.json")
+	if err := (&adaptive.Table{Schema: "something/v0"}).Save(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adaptive.Load(path); err == nil {
+		t.Fatal("a table of another schema loaded")
+	}
+}

@@ -1,0 +1,22 @@
+// Package adaptive picks an all-reduce algorithm for every call from the
+// message size, the world size and the transport, with a cost model whose
+// terms are measured on the machine rather than guessed.
+//
+// The model of an algorithm is NCCL's: time = latency x steps(n) +
+// bytes x factor(n) / bandwidth, where steps and factor describe the
+// algorithm's shape (ring: 2(n-1) steps, 2(n-1)/n of the data per rank) and
+// latency and bandwidth are fitted. `collbench tune` measures every candidate
+// over a size sweep and fits the two terms per size band with gonum's
+// weighted least squares (weights 1/t^2, so small and large sizes count
+// alike), then writes a Table as indented JSON that people can read and edit.
+// Config.Choose returns the cheapest candidate; without a Table, built-in
+// terms are used.
+//
+//	table, err := adaptive.Load("collkit-tune.json")
+//	cfg := adaptive.Config{Table: table, Transport: "tcp"}
+//	err = cfg.AllReduce(ctx, t, h, send, recv)
+//
+// Every rank must load the same table, so all choose the same algorithm; the
+// choice is written into the message headers, so ranks that disagree get a
+// mismatch error instead of a hang.
+package adaptive
