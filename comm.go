@@ -122,6 +122,50 @@ type Options struct {
 	// by the adaptive algorithm. Empty means $COLLKIT_TUNING, and without
 	// that, built-in cost terms.
 	Tuning string
+	// Nodes[r] is the node rank r runs on, for the hierarchical algorithm.
+	// Nil means Connect groups ranks by host name (or $COLLKIT_NODE), and
+	// New puts every rank on one node.
+	Nodes []int
+	// SimulatedNodes, when positive, overrides Nodes: the ranks are split
+	// into that many "nodes" of consecutive ranks, to try hierarchical
+	// algorithms on one machine.
+	SimulatedNodes int
+}
+
+// nodes resolves the node of every rank from opts.
+func (opts Options) nodes(size int) ([]int, error) {
+	switch {
+	case opts.SimulatedNodes > 0:
+		if opts.SimulatedNodes > size {
+			return nil, fmt.Errorf("%w: %d simulated nodes for %d ranks; use at most one node per rank", ErrBadArgument, opts.SimulatedNodes, size)
+		}
+		nodes := make([]int, size)
+		for r := range nodes {
+			nodes[r] = r * opts.SimulatedNodes / size
+		}
+		return nodes, nil
+	case opts.Nodes != nil:
+		if len(opts.Nodes) != size {
+			return nil, fmt.Errorf("%w: Options.Nodes has %d entries for %d ranks", ErrBadArgument, len(opts.Nodes), size)
+		}
+		return opts.Nodes, nil
+	}
+	return make([]int, size), nil
+}
+
+// groupNames numbers distinct names in order of first appearance.
+func groupNames(names [][]byte) []int {
+	ids := map[string]int{}
+	nodes := make([]int, len(names))
+	for r, name := range names {
+		id, ok := ids[string(name)]
+		if !ok {
+			id = len(ids)
+			ids[string(name)] = id
+		}
+		nodes[r] = id
+	}
+	return nodes
 }
 
 // Comm is a communicator: one rank's handle on a group of ranks.
@@ -131,6 +175,7 @@ type Comm struct {
 	algo          uint8
 	run           AllReduceFunc
 	tuning        *adaptive.Table
+	nodes         []int // node of each rank
 	timeout       time.Duration
 	closers       []io.Closer
 
@@ -147,6 +192,9 @@ func New(t transport.Transport, opts Options) (*Comm, error) {
 		return nil, fmt.Errorf("collkit: rank %d: %w", t.Rank(), err)
 	}
 	c := &Comm{t: t, algo: algo, timeout: opts.Timeout, transportName: opts.Transport}
+	if c.nodes, err = opts.nodes(t.Size()); err != nil {
+		return nil, fmt.Errorf("collkit: rank %d: %w", t.Rank(), err)
+	}
 	if c.timeout == 0 {
 		c.timeout = DefaultTimeout
 	}
@@ -189,6 +237,10 @@ func (c *Comm) SetAlgorithm(name string) error {
 	c.algo, c.run = id, run
 	return nil
 }
+
+// Nodes returns the node of every rank, as the hierarchical algorithm groups
+// them.
+func (c *Comm) Nodes() []int { return slices.Clone(c.nodes) }
 
 // Transport is the transport the communicator runs on.
 func (c *Comm) Transport() transport.Transport { return c.t }

@@ -41,6 +41,19 @@ func Connect(ctx context.Context, env bootstrap.Env, opts Options) (*Comm, error
 		closer.Close()
 		return nil, fmt.Errorf("collkit: rank %d: %w", env.Rank, err)
 	}
+	if opts.Nodes == nil && opts.SimulatedNodes == 0 {
+		name := os.Getenv("COLLKIT_NODE")
+		if name == "" {
+			name, _ = os.Hostname()
+		}
+		names, err := bootstrap.Exchange(ctx, store, "collkit/node", env.Rank, env.Size, []byte(name))
+		if err != nil {
+			t.Close()
+			closer.Close()
+			return nil, fmt.Errorf("collkit: rank %d: exchanging node names: %w", env.Rank, err)
+		}
+		opts.Nodes = groupNames(names)
+	}
 	c, err := New(t, opts)
 	if err != nil {
 		t.Close()

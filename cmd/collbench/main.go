@@ -38,6 +38,7 @@ type options struct {
 	np             int
 	npSet          bool
 	streams        int
+	nodes          int // --nodes: simulated nodes
 	bench          bench.Config
 	jsonPath       string
 	timeout        time.Duration
@@ -108,11 +109,12 @@ func worker(ctx context.Context, env bootstrap.Env, opts options, stdout io.Writ
 	setup, cancel := context.WithTimeout(ctx, opts.connectTimeout)
 	defer cancel()
 	comm, err := collkit.Connect(setup, env, collkit.Options{
-		Algorithm: opts.algos[0],
-		Transport: opts.transport,
-		Streams:   opts.streams,
-		Timeout:   opts.timeout,
-		Tuning:    opts.tuningIn,
+		Algorithm:      opts.algos[0],
+		Transport:      opts.transport,
+		Streams:        opts.streams,
+		Timeout:        opts.timeout,
+		Tuning:         opts.tuningIn,
+		SimulatedNodes: opts.nodes,
 	})
 	if err != nil {
 		return usageError{err}
@@ -243,6 +245,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVarP(&op, "op", "o", "sum", "reduction: sum, prod, min, max, avg")
 	fs.Uint64Var(&o.bench.Seed, "seed", 1, "seed of the checked inputs")
 	fs.IntVar(&o.streams, "streams", 1, "TCP connections per peer")
+	fs.IntVar(&o.nodes, "nodes", 0, "split the ranks into this many simulated nodes for --algo hierarchical (default: group by host name or $COLLKIT_NODE)")
 	fs.StringVar(&o.jsonPath, "json", "", "write the results as JSON to this file (rank 0)")
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "fail a collective that takes longer than this (a dead or stuck peer)")
 	fs.DurationVar(&o.connectTimeout, "connect-timeout", 30*time.Second, "give up meeting the other ranks after this long")
@@ -295,6 +298,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("--iters %d: must be at least 1", o.bench.Iters)
 	case o.bench.Warmup < 0 || o.bench.Check < 0:
 		return o, fmt.Errorf("--warmup_iters and --check must not be negative")
+	case o.nodes < 0 || o.nodes > o.np && o.npSet:
+		return o, fmt.Errorf("--nodes %d: must be between 1 and the number of ranks", o.nodes)
 	case o.streams < 1:
 		return o, fmt.Errorf("--streams %d: must be at least 1", o.streams)
 	case o.timeout <= 0 || o.connectTimeout <= 0:
