@@ -118,6 +118,9 @@ type Options struct {
 	// Streams is the number of TCP connections per peer (tcp transport).
 	// Zero means 1.
 	Streams int
+	// SpinWait is how long a tcp receive polls before sleeping (see
+	// tcp.Config.SpinWait). Zero means no polling.
+	SpinWait time.Duration
 	// Tuning is the path of a tuning file written by `collbench tune`, used
 	// by the adaptive algorithm. Empty means $COLLKIT_TUNING, and without
 	// that, built-in cost terms.

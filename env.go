@@ -68,11 +68,12 @@ func connectTransport(ctx context.Context, env bootstrap.Env, store bootstrap.St
 	switch opts.Transport {
 	case "", "tcp":
 		t, err := tcp.New(tcp.Config{
-			Rank:    env.Rank,
-			Size:    env.Size,
-			JobID:   env.JobID,
-			Addr:    bootstrap.LocalAddrFor(env.StoreAddr()),
-			Streams: opts.Streams,
+			Rank:     env.Rank,
+			Size:     env.Size,
+			JobID:    env.JobID,
+			Addr:     bootstrap.LocalAddrFor(env.StoreAddr()),
+			Streams:  opts.Streams,
+			SpinWait: opts.SpinWait,
 		})
 		if err != nil {
 			return nil, err

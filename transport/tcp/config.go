@@ -28,6 +28,11 @@ type Config struct {
 	// other ranks, and waits for them to reach this one, once their
 	// addresses are known. Zero means 30 s.
 	ConnectTimeout time.Duration
+	// SpinWait is how long a receive polls the socket for its message
+	// before parking the goroutine, trading CPU for latency as MPI's
+	// progress engines do. Zero means no polling: worth it only when every
+	// rank has a core of its own.
+	SpinWait time.Duration
 }
 
 // Defaults and limits of Config.
@@ -73,6 +78,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.SocketBuffer == 0 {
 		c.SocketBuffer = DefaultSocketBuffer
+	}
+	if c.SpinWait < 0 {
+		return bad("SpinWait %v is negative", c.SpinWait)
 	}
 	if c.ConnectTimeout == 0 {
 		c.ConnectTimeout = DefaultConnectTimeout

@@ -211,6 +211,7 @@ func (t *Transport) connect(ctx context.Context, store bootstrap.Store, peers []
 				pr := &peer{t: t, rank: r, addr: string(addrs[r]), streams: make([]*stream, cfg.Streams)}
 				for s, c := range m.conns[r] {
 					pr.streams[s] = newStream(c)
+					pr.streams[s].spin = t.cfg.SpinWait
 				}
 				peers[r] = pr
 			}

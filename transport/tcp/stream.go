@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"net"
+	"runtime"
+	"syscall"
 	"time"
 
 	"github.com/collkit/collkit/transport"
@@ -32,11 +34,36 @@ type stream struct {
 	wabortFn func()
 
 	// Receive side.
-	rbuf     []byte // header and small payload
+	raw      syscall.RawConn
+	spin     time.Duration // how long poll spins before a read may park
+	rbuf     []byte        // header and small payload
 	rdl      time.Time
 	rdlOK    bool
 	rfired   chan struct{}
 	rabortFn func()
+}
+
+// poll waits for the next message by polling the socket for up to s.spin,
+// the way MPI's progress engines do, before the read that follows parks the
+// goroutine: waking a parked goroutine (and an idle CPU) costs more than a
+// small message takes to cross loopback.
+func (s *stream) poll() {
+	if s.spin <= 0 || s.raw == nil {
+		return
+	}
+	var probe [1]byte
+	deadline := time.Now().Add(s.spin)
+	for {
+		ready := false
+		s.raw.Control(func(fd uintptr) {
+			n, _, err := syscall.Recvfrom(int(fd), probe[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+			ready = n > 0 || err != nil && err != syscall.EAGAIN
+		})
+		if ready || time.Now().After(deadline) {
+			return
+		}
+		runtime.Gosched()
+	}
 }
 
 func newStream(c *net.TCPConn) *stream {
@@ -47,6 +74,7 @@ func newStream(c *net.TCPConn) *stream {
 		wfired: make(chan struct{}, 1),
 		rfired: make(chan struct{}, 1),
 	}
+	s.raw, _ = c.SyscallConn()
 	s.wabortFn = func() { s.conn.SetWriteDeadline(aLongTimeAgo); s.wfired <- struct{}{} }
 	s.rabortFn = func() { s.conn.SetReadDeadline(aLongTimeAgo); s.rfired <- struct{}{} }
 	return s
@@ -133,6 +161,7 @@ func (s *stream) send(ctx context.Context, h transport.Header, p []byte) (int, e
 // want. It returns how many bytes it read, and the header it got when that
 // header did not match (err is then a *transport.MismatchError).
 func (s *stream) recv(ctx context.Context, peer int, want transport.Header, p []byte) (int, error) {
+	s.poll()
 	stop, err := s.armRead(ctx)
 	if err != nil {
 		return 0, err
