@@ -9,17 +9,10 @@ import (
 	"github.com/collkit/collkit/algo/adaptive"
 	"github.com/collkit/collkit/algo/algotest"
 	"github.com/collkit/collkit/transport"
-	"github.com/collkit/collkit/transport/mem"
 )
 
-func memWorld(t testing.TB, n int) []transport.Transport {
-	net := mem.NewNetwork(n, mem.Config{})
-	t.Cleanup(func() { net.Close() })
-	return net.Transports()
-}
-
 func TestAllReduceMem(t *testing.T) {
-	algotest.AllReduce(t, adaptive.Config{}.AllReduce, memWorld)
+	algotest.AllReduce(t, adaptive.Config{}.AllReduce, algotest.MemWorld)
 }
 
 // fake candidates with known costs: "small" is cheap in latency, "big" in

@@ -1,0 +1,34 @@
+package algotest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/collkit/collkit/transport"
+	"github.com/collkit/collkit/transport/mem"
+	"github.com/collkit/collkit/transport/tcp"
+)
+
+// MemWorld is a World over a fresh in-memory network.
+func MemWorld(t testing.TB, n int) []transport.Transport {
+	net := mem.NewNetwork(n, mem.Config{})
+	t.Cleanup(func() { net.Close() })
+	return net.Transports()
+}
+
+// TCPWorld is a World of n ranks in this process over loopback TCP.
+func TCPWorld(t testing.TB, n int) []transport.Transport {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ts, err := tcp.Local(ctx, n, tcp.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]transport.Transport, n)
+	for i, tr := range ts {
+		t.Cleanup(func() { tr.Close() })
+		out[i] = tr
+	}
+	return out
+}
