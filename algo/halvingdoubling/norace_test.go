@@ -1,0 +1,5 @@
+//go:build !race
+
+package halvingdoubling_test
+
+const raceEnabled = false

@@ -1,0 +1,349 @@
+package hierarchical
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/collkit/collkit/algo/ring"
+	"github.com/collkit/collkit/reduce"
+	"github.com/collkit/collkit/transport"
+	"github.com/collkit/collkit/transport/group"
+)
+
+// AllReduceFunc is the shape of the algorithm run at one level, the shape of
+// ring.AllReduce.
+type AllReduceFunc func(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte) error
+
+// Config describes the nodes and the algorithms of each level. Nodes is
+// required; the zero value of every other field means ring over groups of
+// the main transport.
+type Config struct {
+	// Nodes[r] is the node of rank r: ranks with the same id share a node.
+	// The ids are any ints (GroupBy makes them from host names); nodes are
+	// numbered by first appearance, and a rank's local rank is its index
+	// among its node's ranks in rank order. Every rank passes the same Nodes.
+	Nodes []int
+	// Intra is the all-reduce inside a node, used when nodes differ in size
+	// and when there is one node. Nil means Ring.AllReduce.
+	Intra AllReduceFunc
+	// Inter is the all-reduce across nodes, of each shard when nodes have
+	// the same size, of the node leaders' buffers when not, and of the whole
+	// buffer when every node has one rank. Nil means Ring.AllReduce.
+	Inter AllReduceFunc
+	// IntraTransport, if set, carries the intra-node level instead of a group
+	// of the main transport. It connects exactly this rank's node: its Size
+	// is the node's number of ranks and its Rank this rank's local rank.
+	IntraTransport transport.Transport
+	// InterTransport, if set, carries the inter-node level instead of a group
+	// of the main transport. It connects this rank with the ranks of the
+	// same local rank on the other nodes: its Size is the number of nodes and
+	// its Rank this rank's node number (by first appearance in Nodes). With
+	// nodes of different sizes only local rank 0, the leaders, use it.
+	InterTransport transport.Transport
+	// Ring tunes the ring reduce-scatter, all-gather and broadcast inside a
+	// node, and the ring all-reduce that nil Intra and Inter mean.
+	Ring ring.Config
+}
+
+// GroupBy maps keys, such as the host name of every rank, to node ids for
+// Config.Nodes: equal keys get equal ids, numbered in order of first
+// appearance.
+func GroupBy(keys []string) []int {
+	ids := make(map[string]int, len(keys))
+	nodes := make([]int, len(keys))
+	for r, k := range keys {
+		id, ok := ids[k]
+		if !ok {
+			id = len(ids)
+			ids[k] = id
+		}
+		nodes[r] = id
+	}
+	return nodes
+}
+
+// Levels of the hierarchy, for communicator ids.
+const (
+	levelIntra   = 1
+	levelInter   = 2
+	levelLeaders = 3
+)
+
+// commTag is XORed into the Comm of every message of a level: it sets the
+// level apart, and marks an Avg run as Sum (the inner algorithms only sum)
+// so that ranks that disagree on Sum and Avg still get a mismatch error.
+func commTag(level int, avg bool) uint32 {
+	tag := uint32(0x80|level) << 24
+	if avg {
+		tag |= 1 << 23
+	}
+	return tag
+}
+
+// groupComm is the id of a group made over the main transport: the level
+// and the node (intra) or local rank (inter) it belongs to. The group XORs
+// it into the Comm on top of commTag; the bits do not overlap.
+func groupComm(level, index int) uint32 {
+	return uint32(level)<<20 | uint32(index)&0xFFFFF
+}
+
+// topology is where this rank sits.
+type topology struct {
+	nodes [][]int // the ranks of each node, in rank order; nodes by first appearance
+	node  int     // this rank's node
+	local int     // this rank's index in nodes[node]
+	even  bool    // every node has the same number of ranks
+}
+
+func (c Config) topology(t transport.Transport) (topology, error) {
+	n, r := t.Size(), t.Rank()
+	if c.Nodes == nil {
+		return topology{}, fmt.Errorf("hierarchical: rank %d: Config.Nodes is nil; give the node id of every rank (e.g. hierarchical.GroupBy(hostnames))", r)
+	}
+	if len(c.Nodes) != n {
+		return topology{}, fmt.Errorf("hierarchical: rank %d: Config.Nodes has %d entries but the transport has %d ranks; give one node id per rank, in rank order",
+			r, len(c.Nodes), n)
+	}
+	var tp topology
+	index := make(map[int]int)
+	for rank, id := range c.Nodes {
+		k, ok := index[id]
+		if !ok {
+			k = len(tp.nodes)
+			index[id] = k
+			tp.nodes = append(tp.nodes, nil)
+		}
+		if rank == r {
+			tp.node, tp.local = k, len(tp.nodes[k])
+		}
+		tp.nodes[k] = append(tp.nodes[k], rank)
+	}
+	tp.even = true
+	for _, ranks := range tp.nodes {
+		tp.even = tp.even && len(ranks) == len(tp.nodes[0])
+	}
+	return tp, nil
+}
+
+// AllReduce runs a hierarchical all-reduce with the default algorithms of
+// Config: send is reduced over all ranks of t into recv, with h.DType and
+// h.Op, as ring.AllReduce does. send and recv have the same length, a
+// multiple of the element size; they may be the same slice.
+//
+// When every node has L ranks: the ranks of a node reduce-scatter the buffer
+// into L shards (local rank l gets shard l), the ranks of local rank l on
+// every node all-reduce shard l with Inter, all L shards at once, and the
+// ranks of a node all-gather the shards. When nodes differ in size: the
+// ranks of a node all-reduce with Intra, the node leaders (local rank 0)
+// all-reduce with Inter, and each leader broadcasts to its node. One node,
+// or one rank per node, is a flat all-reduce with Intra or Inter.
+//
+// Avg is summed at every level and divided by the number of ranks once, so
+// the result has the same bits as a flat all-reduce's.
+func (c Config) AllReduce(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte) error {
+	n, r := t.Size(), t.Rank()
+	es := h.DType.Size()
+	if es == 0 || !h.Op.Valid() {
+		return fmt.Errorf("hierarchical: invalid dtype %v or op %v", h.DType, h.Op)
+	}
+	if len(send) != len(recv) || len(send)%es != 0 {
+		return fmt.Errorf("hierarchical: send is %d bytes and recv %d bytes; both must be the same multiple of %d (%v)",
+			len(send), len(recv), es, h.DType)
+	}
+	tp, err := c.topology(t)
+	if err != nil {
+		return err
+	}
+	intra, inter := c.Intra, c.Inter
+	if intra == nil {
+		intra = c.Ring.AllReduce
+	}
+	if inter == nil {
+		inter = c.Ring.AllReduce
+	}
+	size := len(tp.nodes[tp.node])
+	switch {
+	case len(tp.nodes) == 1:
+		return c.flat("intra-node", intra, c.IntraTransport, ctx, t, h, send, recv)
+	case tp.even && size == 1:
+		return c.flat("inter-node", inter, c.InterTransport, ctx, t, h, send, recv)
+	}
+	if !sameStart(send, recv) {
+		copy(recv, send)
+	}
+	if len(recv) == 0 {
+		return nil
+	}
+	run := run{c: c, t: t, tp: tp, h: h, n: n, r: r, intra: intra, inter: inter}
+	if run.h.Op == reduce.Avg {
+		run.h.Op = reduce.Sum
+		run.avg = true
+	}
+	defer run.close()
+	if tp.even {
+		err = run.shards(ctx, recv, es)
+	} else {
+		err = run.leaders(ctx, recv)
+	}
+	if err != nil {
+		return fmt.Errorf("hierarchical: rank %d (node %d, local rank %d of %d): %w", r, tp.node, tp.local, size, err)
+	}
+	return nil
+}
+
+// flat runs the whole all-reduce at one level: there is only one.
+func (c Config) flat(level string, fn AllReduceFunc, lt transport.Transport, ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte) error {
+	if lt == nil {
+		lt = t
+	} else if lt.Size() != t.Size() || lt.Rank() != t.Rank() {
+		return fmt.Errorf("hierarchical: rank %d: the %s transport has rank %d of %d, but this is the only level, so it must span all %d ranks with the same numbering",
+			t.Rank(), level, lt.Rank(), lt.Size(), t.Size())
+	}
+	if err := fn(ctx, lt, h, send, recv); err != nil {
+		return fmt.Errorf("hierarchical: rank %d: %s all-reduce: %w", t.Rank(), level, err)
+	}
+	return nil
+}
+
+// run is one hierarchical all-reduce on one rank.
+type run struct {
+	c            Config
+	t            transport.Transport
+	tp           topology
+	h            transport.Header // the caller's, with Sum for Avg
+	avg          bool
+	n, r         int
+	intra, inter AllReduceFunc
+	groups       []*group.Transport // made here, closed when done
+}
+
+func (x *run) close() {
+	for _, g := range x.groups {
+		g.Close()
+	}
+}
+
+// header is the header of one phase: the level's tag in Comm and the
+// phase's collective, so that no message of one phase passes for another's.
+func (x *run) header(level int, coll transport.Coll) transport.Header {
+	h := x.h
+	h.Comm ^= commTag(level, x.avg)
+	h.Coll = coll
+	return h
+}
+
+// intraT is the transport of this rank's node.
+func (x *run) intraT() (transport.Transport, error) {
+	ranks := x.tp.nodes[x.tp.node]
+	if lt := x.c.IntraTransport; lt != nil {
+		if lt.Size() != len(ranks) || lt.Rank() != x.tp.local {
+			return nil, fmt.Errorf("Config.IntraTransport has rank %d of %d, but Nodes puts this rank at local rank %d of %d; it must connect exactly this node's ranks, numbered in rank order",
+				lt.Rank(), lt.Size(), x.tp.local, len(ranks))
+		}
+		return lt, nil
+	}
+	return x.group(ranks, groupComm(levelIntra, x.tp.node))
+}
+
+// interT is the transport between this rank and the ranks of the same local
+// rank on the other nodes (all of them have one when nodes are even; only
+// the leaders use it when not).
+func (x *run) interT(level int) (transport.Transport, error) {
+	if lt := x.c.InterTransport; lt != nil {
+		if lt.Size() != len(x.tp.nodes) || lt.Rank() != x.tp.node {
+			return nil, fmt.Errorf("Config.InterTransport has rank %d of %d, but Nodes puts this rank on node %d of %d; it must connect one rank of every node, numbered by node",
+				lt.Rank(), lt.Size(), x.tp.node, len(x.tp.nodes))
+		}
+		return lt, nil
+	}
+	ranks := make([]int, len(x.tp.nodes))
+	for k, node := range x.tp.nodes {
+		ranks[k] = node[x.tp.local]
+	}
+	return x.group(ranks, groupComm(level, x.tp.local))
+}
+
+func (x *run) group(ranks []int, comm uint32) (transport.Transport, error) {
+	g, err := group.New(x.t, ranks, comm)
+	if err != nil {
+		return nil, err
+	}
+	x.groups = append(x.groups, g)
+	return g, nil
+}
+
+// shards is the all-reduce of nodes of L ranks each, in three phases over
+// L shards of buf that differ by at most one element.
+func (x *run) shards(ctx context.Context, buf []byte, es int) error {
+	intraT, err := x.intraT()
+	if err != nil {
+		return err
+	}
+	interT, err := x.interT(levelInter)
+	if err != nil {
+		return err
+	}
+	size := len(x.tp.nodes[x.tp.node])
+	count := len(buf) / es
+	counts := make([]int, size)
+	for l := range size {
+		counts[l] = (l+1)*count/size - l*count/size
+	}
+	lo := x.tp.local * count / size * es
+	shard := buf[lo : lo+counts[x.tp.local]*es]
+
+	// In place: buf's other shards serve as the reduce-scatter's scratch
+	// until the all-gather fills them.
+	if err := x.c.Ring.ReduceScatter(ctx, intraT, x.header(levelIntra, transport.CollReduceScatter), buf, shard, counts); err != nil {
+		return fmt.Errorf("intra-node reduce-scatter: %w", err)
+	}
+	if err := x.inter(ctx, interT, x.header(levelInter, x.h.Coll), shard, shard); err != nil {
+		return fmt.Errorf("inter-node all-reduce of shard %d: %w", x.tp.local, err)
+	}
+	if x.avg {
+		reduce.Finish(x.h.DType, reduce.Avg, shard, x.n)
+	}
+	if err := x.c.Ring.AllGather(ctx, intraT, x.header(levelIntra, transport.CollAllGather), shard, buf, counts); err != nil {
+		return fmt.Errorf("intra-node all-gather: %w", err)
+	}
+	return nil
+}
+
+// leaders is the all-reduce of nodes of different sizes: within each node,
+// then among the node leaders, then from each leader to its node.
+func (x *run) leaders(ctx context.Context, buf []byte) error {
+	size := len(x.tp.nodes[x.tp.node])
+	var intraT transport.Transport
+	if size > 1 {
+		var err error
+		if intraT, err = x.intraT(); err != nil {
+			return err
+		}
+		if err := x.intra(ctx, intraT, x.header(levelIntra, x.h.Coll), buf, buf); err != nil {
+			return fmt.Errorf("intra-node all-reduce: %w", err)
+		}
+	}
+	if x.tp.local == 0 {
+		interT, err := x.interT(levelLeaders)
+		if err != nil {
+			return err
+		}
+		if err := x.inter(ctx, interT, x.header(levelLeaders, x.h.Coll), buf, buf); err != nil {
+			return fmt.Errorf("all-reduce among node leaders: %w", err)
+		}
+		if x.avg {
+			reduce.Finish(x.h.DType, reduce.Avg, buf, x.n)
+		}
+	}
+	if size > 1 {
+		h := x.header(levelIntra, transport.CollBroadcast)
+		if err := x.c.Ring.Broadcast(ctx, intraT, h, buf, 0); err != nil {
+			return fmt.Errorf("intra-node broadcast from the leader: %w", err)
+		}
+	}
+	return nil
+}
+
+func sameStart(a, b []byte) bool {
+	return len(a) > 0 && len(b) > 0 && &a[0] == &b[0] || len(a) == 0 && len(b) == 0
+}

@@ -1,0 +1,119 @@
+package ring
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/collkit/collkit/transport"
+)
+
+// Broadcast runs a pipelined chain broadcast with the default Config.
+func Broadcast(ctx context.Context, t transport.Transport, h transport.Header, buf []byte, root int) error {
+	return Config{}.Broadcast(ctx, t, h, buf, root)
+}
+
+// Broadcast copies buf from rank root into buf on every rank of t. All
+// ranks pass buffers of the same length. The data flows along a chain, root
+// to root+1 to ... to root-1, in segments, so that every link carries the
+// buffer once and all links are busy at once. Broadcast sets h.Root to root,
+// so ranks that disagree on the root get a mismatch error.
+//
+// The chain has no cycle, so a rank may forward on the goroutine that
+// receives without risking a deadlock; it does for buffers up to
+// Config.EagerBytes, and uses a sender goroutine above, to receive the next
+// segment while it forwards the last.
+func (c Config) Broadcast(ctx context.Context, t transport.Transport, h transport.Header, buf []byte, root int) error {
+	n, r := t.Size(), t.Rank()
+	if root < 0 || root >= n {
+		return fmt.Errorf("ring: broadcast: root %d is not a rank of %d (0 to %d)", root, n, n-1)
+	}
+	h.Root = int32(root)
+	if n == 1 || len(buf) == 0 {
+		return nil
+	}
+	es := h.DType.Size()
+	if es == 0 {
+		es = 1 // a broadcast moves bytes; a dtype only aligns the segments
+	}
+	ch := chain{n: n, r: r, root: root, seg: c.segBytes(es), len: len(buf)}
+	pos := ch.pos()
+	switch {
+	case pos == 0:
+		return ch.sendAll(ctx, t, h, buf, nil)
+	case pos == n-1:
+		return ch.recvAll(ctx, t, h, buf, nil, false)
+	case len(buf) <= c.eagerBytes() || len(buf) <= ch.seg:
+		return ch.recvAll(ctx, t, h, buf, nil, true)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ready := &progress{wake: make(chan struct{}, 1)}
+	sendErr := make(chan error, 1)
+	go func() {
+		err := ch.sendAll(ctx, t, h, buf, ready)
+		if err != nil {
+			cancel() // unblock the receiver
+		}
+		sendErr <- err
+	}()
+	recvErr := ch.recvAll(ctx, t, h, buf, ready, false)
+	if recvErr != nil {
+		cancel() // unblock the sender
+	}
+	if err := <-sendErr; err != nil && (recvErr == nil || isCancel(recvErr)) {
+		return err
+	}
+	return recvErr
+}
+
+// chain is the shape of a chain broadcast: the buffer of len bytes cut in
+// segments that travel from root around the ring to root-1.
+type chain struct {
+	n, r, root, seg, len int
+}
+
+// pos is this rank's place in the chain, 0 for the root.
+func (c chain) pos() int { return (c.r - c.root + c.n) % c.n }
+
+func (c chain) segments() int { return (c.len + c.seg - 1) / c.seg }
+
+// sendAll sends every segment to the right neighbour, each once ready says
+// it has arrived (ready is nil at the root, which has them all).
+func (c chain) sendAll(ctx context.Context, t transport.Transport, h transport.Header, buf []byte, ready *progress) error {
+	right := (c.r + 1) % c.n
+	for i := range c.segments() {
+		if ready != nil {
+			if err := ready.wait(ctx, int64(i+1)); err != nil {
+				return err
+			}
+		}
+		lo := i * c.seg
+		h.Step = uint32(i)
+		if err := t.Send(ctx, right, h, buf[lo:min(lo+c.seg, c.len)]); err != nil {
+			return fmt.Errorf("ring broadcast segment %d/%d: %w", i, c.segments(), err)
+		}
+	}
+	return nil
+}
+
+// recvAll receives every segment from the left neighbour, telling ready
+// (if any) after each, or forwarding it itself when forward is set.
+func (c chain) recvAll(ctx context.Context, t transport.Transport, h transport.Header, buf []byte, ready *progress, forward bool) error {
+	left, right := (c.r-1+c.n)%c.n, (c.r+1)%c.n
+	for i := range c.segments() {
+		lo := i * c.seg
+		seg := buf[lo:min(lo+c.seg, c.len)]
+		h.Step = uint32(i)
+		err := t.Recv(ctx, left, h, seg)
+		if err == nil && forward {
+			err = t.Send(ctx, right, h, seg)
+		}
+		if err != nil {
+			return fmt.Errorf("ring broadcast segment %d/%d: %w", i, c.segments(), err)
+		}
+		if ready != nil {
+			ready.add()
+		}
+	}
+	return nil
+}
