@@ -15,29 +15,7 @@ import (
 	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
 	"github.com/collkit/collkit/transport/mem"
-	"github.com/collkit/collkit/transport/tcp"
 )
-
-func memWorld(t testing.TB, n int) []transport.Transport {
-	net := mem.NewNetwork(n, mem.Config{})
-	t.Cleanup(func() { net.Close() })
-	return net.Transports()
-}
-
-func tcpWorld(t testing.TB, n int) []transport.Transport {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	ts, err := tcp.Local(ctx, n, tcp.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]transport.Transport, n)
-	for i, tr := range ts {
-		t.Cleanup(func() { tr.Close() })
-		out[i] = tr
-	}
-	return out
-}
 
 // Configs that force each sub-algorithm and each way of running an exchange.
 var (
@@ -52,15 +30,15 @@ var forcedCounts = []int{0, 1, 2, 3, 7, 13, 64, 1001, 4099}
 // The default config: recursive doubling up to 32 KiB, Rabenseifner above,
 // one goroutine below 64 KiB.
 func TestAllReduceMem(t *testing.T) {
-	algotest.AllReduce(t, halvingdoubling.AllReduce, memWorld)
+	algotest.AllReduce(t, halvingdoubling.AllReduce, algotest.MemWorld)
 }
 
 func TestAllReduceMemDoubling(t *testing.T) {
-	algotest.AllReduceWith(t, doublingOnly.AllReduce, memWorld, algotest.Options{Counts: forcedCounts})
+	algotest.AllReduceWith(t, doublingOnly.AllReduce, algotest.MemWorld, algotest.Options{Counts: forcedCounts})
 }
 
 func TestAllReduceMemRabenseifner(t *testing.T) {
-	algotest.AllReduceWith(t, rabenseifnerOnly.AllReduce, memWorld, algotest.Options{Counts: forcedCounts})
+	algotest.AllReduceWith(t, rabenseifnerOnly.AllReduce, algotest.MemWorld, algotest.Options{Counts: forcedCounts})
 }
 
 // Tiny segments and no one-goroutine path: many overlapped messages per
@@ -71,7 +49,7 @@ func TestAllReduceMemTinySegments(t *testing.T) {
 		{DoublingMaxBytes: math.MaxInt, SegmentBytes: 24, EagerBytes: -1},
 	} {
 		t.Run(fmt.Sprintf("doublingMax=%d", cfg.DoublingMaxBytes), func(t *testing.T) {
-			algotest.AllReduceWith(t, cfg.AllReduce, memWorld, algotest.Options{
+			algotest.AllReduceWith(t, cfg.AllReduce, algotest.MemWorld, algotest.Options{
 				Counts: []int{0, 1, 5, 17, 100, 1001},
 				DTypes: []reduce.DType{reduce.Float32, reduce.Float64, reduce.Uint8, reduce.BFloat16},
 			})
@@ -81,7 +59,7 @@ func TestAllReduceMemTinySegments(t *testing.T) {
 
 // The same table over real loopback sockets, where Send may block.
 func TestAllReduceTCP(t *testing.T) {
-	algotest.AllReduceWith(t, halvingdoubling.AllReduce, tcpWorld, algotest.Options{
+	algotest.AllReduceWith(t, halvingdoubling.AllReduce, algotest.TCPWorld, algotest.Options{
 		Counts: []int{0, 1, 7, 1000, 65537},
 	})
 }
@@ -93,7 +71,7 @@ func TestAllReduceTCPOverlapped(t *testing.T) {
 		{DoublingMaxBytes: math.MaxInt, SegmentBytes: 4 << 10, EagerBytes: -1},
 	} {
 		t.Run(fmt.Sprintf("doublingMax=%d", cfg.DoublingMaxBytes), func(t *testing.T) {
-			algotest.AllReduceWith(t, cfg.AllReduce, tcpWorld, algotest.Options{
+			algotest.AllReduceWith(t, cfg.AllReduce, algotest.TCPWorld, algotest.Options{
 				Sizes:  []int{2, 3, 4, 5, 8},
 				Counts: []int{1, 3, 4099},
 				DTypes: []reduce.DType{reduce.Float32, reduce.Int64},
@@ -165,7 +143,7 @@ func testFloatBits(t *testing.T, n, count int, op reduce.Op, configs []namedConf
 	}
 
 	var first []float32 // rank 0's result under the first config
-	ts := memWorld(t, n)
+	ts := algotest.MemWorld(t, n)
 	for ci, c := range configs {
 		h := transport.Header{Seq: uint64(ci + 1), Count: uint64(count), Root: -1,
 			Coll: transport.CollAllReduce, DType: reduce.Float32, Op: op}
@@ -236,8 +214,10 @@ func testPeerDies(t *testing.T, n, count, victim int) {
 		switch {
 		case errors.Is(err, context.DeadlineExceeded):
 			t.Errorf("rank %d hung until the deadline: %v", r, err)
-		case r == victim && !errors.Is(err, transport.ErrClosed):
-			t.Errorf("killed rank %d: got %v, want an error wrapping ErrClosed", r, err)
+		case r == victim && !errors.Is(err, transport.ErrClosed) && !errors.Is(err, transport.ErrPeerGone):
+			// Usually ErrClosed; a survivor that saw the kill first and closed
+			// may reach the victim's pending receive before the kill does.
+			t.Errorf("killed rank %d: got %v, want an error wrapping ErrClosed or ErrPeerGone", r, err)
 		case r != victim && !errors.Is(err, transport.ErrPeerGone):
 			t.Errorf("rank %d: got %v, want an error wrapping ErrPeerGone", r, err)
 		}
@@ -249,7 +229,7 @@ func TestPeerDiesTCP(t *testing.T) {
 	for _, count := range []int{3, 1 << 20} {
 		t.Run(fmt.Sprintf("count=%d", count), func(t *testing.T) {
 			const n, victim = 5, 3
-			ts := tcpWorld(t, n)
+			ts := algotest.TCPWorld(t, n)
 			errs := streamUntilKilled(ts, count, victim, func() { ts[victim].Close() })
 			for r, err := range errs {
 				if err == nil || errors.Is(err, context.DeadlineExceeded) {
@@ -294,7 +274,7 @@ func streamUntilKilled(ts []transport.Transport, count, victim int, kill func())
 // a hang.
 func TestConfigMismatch(t *testing.T) {
 	const n, count = 4, 1000
-	ts := memWorld(t, n)
+	ts := algotest.MemWorld(t, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	h := transport.Header{Seq: 1, Count: count, Root: -1, Coll: transport.CollAllReduce, DType: reduce.Float32, Op: reduce.Sum}
@@ -323,7 +303,7 @@ func TestConfigMismatch(t *testing.T) {
 }
 
 func TestInvalidArguments(t *testing.T) {
-	ts := memWorld(t, 2)
+	ts := algotest.MemWorld(t, 2)
 	ctx := context.Background()
 	h := transport.Header{Seq: 1, Count: 3, Root: -1, Coll: transport.CollAllReduce, DType: reduce.Float32, Op: reduce.Sum}
 	for name, call := range map[string]func() error{
@@ -348,7 +328,7 @@ func TestNoAllocations(t *testing.T) {
 		t.Skip("the race detector makes sync.Pool drop buffers")
 	}
 	const n = 4
-	ts := memWorld(t, n)
+	ts := algotest.MemWorld(t, n)
 	buf := make([][]byte, n)
 	for r := range buf {
 		buf[r] = make([]byte, 1024)

@@ -31,8 +31,8 @@ func BenchmarkAllReduce(b *testing.B) {
 		name string
 		fn   algotest.World
 	}{
-		{"mem", memWorld},
-		{"tcp", tcpWorld},
+		{"mem", algotest.MemWorld},
+		{"tcp", algotest.TCPWorld},
 	}
 	for _, w := range worlds {
 		for _, n := range []int{2, 3, 4} {
@@ -97,7 +97,7 @@ func BenchmarkCrossover(b *testing.B) {
 	for _, w := range []struct {
 		name string
 		fn   algotest.World
-	}{{"mem", memWorld}, {"tcp", tcpWorld}} {
+	}{{"mem", algotest.MemWorld}, {"tcp", algotest.TCPWorld}} {
 		for _, n := range []int{4, 8} {
 			for _, size := range []int{4 << 10, 16 << 10, 32 << 10, 64 << 10, 256 << 10} {
 				for _, s := range subs {

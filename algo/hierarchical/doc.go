@@ -37,5 +37,8 @@
 // the end, so results have the same bits as a flat all-reduce's. Each level
 // and phase marks its messages with its own communicator id and collective,
 // so that no message of one phase passes for another's, and ranks that
-// disagree on the operation (Avg against Sum included) get a mismatch error.
+// disagree on the operation (Avg against Sum included) or on Nodes get a
+// mismatch error where their messages meet (a layout hash is part of the
+// id). Like any disagreement between ranks, a different Nodes can also leave
+// a rank waiting for a message that never comes, until its context ends.
 package hierarchical

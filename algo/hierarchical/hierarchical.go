@@ -93,6 +93,7 @@ type topology struct {
 	node  int     // this rank's node
 	local int     // this rank's index in nodes[node]
 	even  bool    // every node has the same number of ranks
+	hash  uint32  // of the layout, the same for every rank given the same Nodes
 }
 
 func (c Config) topology(t transport.Transport) (topology, error) {
@@ -104,7 +105,7 @@ func (c Config) topology(t transport.Transport) (topology, error) {
 		return topology{}, fmt.Errorf("hierarchical: rank %d: Config.Nodes has %d entries but the transport has %d ranks; give one node id per rank, in rank order",
 			r, len(c.Nodes), n)
 	}
-	var tp topology
+	tp := topology{hash: 2166136261} // FNV-1a of the node numbers
 	index := make(map[int]int)
 	for rank, id := range c.Nodes {
 		k, ok := index[id]
@@ -113,6 +114,7 @@ func (c Config) topology(t transport.Transport) (topology, error) {
 			index[id] = k
 			tp.nodes = append(tp.nodes, nil)
 		}
+		tp.hash = (tp.hash ^ uint32(k)) * 16777619
 		if rank == r {
 			tp.node, tp.local = k, len(tp.nodes[k])
 		}
@@ -164,9 +166,9 @@ func (c Config) AllReduce(ctx context.Context, t transport.Transport, h transpor
 	size := len(tp.nodes[tp.node])
 	switch {
 	case len(tp.nodes) == 1:
-		return c.flat("intra-node", intra, c.IntraTransport, ctx, t, h, send, recv)
+		return c.flat(ctx, "intra-node", intra, c.IntraTransport, t, h, send, recv)
 	case tp.even && size == 1:
-		return c.flat("inter-node", inter, c.InterTransport, ctx, t, h, send, recv)
+		return c.flat(ctx, "inter-node", inter, c.InterTransport, t, h, send, recv)
 	}
 	if !sameStart(send, recv) {
 		copy(recv, send)
@@ -174,16 +176,16 @@ func (c Config) AllReduce(ctx context.Context, t transport.Transport, h transpor
 	if len(recv) == 0 {
 		return nil
 	}
-	run := run{c: c, t: t, tp: tp, h: h, n: n, r: r, intra: intra, inter: inter}
-	if run.h.Op == reduce.Avg {
-		run.h.Op = reduce.Sum
-		run.avg = true
+	x := &run{c: c, t: t, tp: tp, h: h, n: n, intra: intra, inter: inter}
+	if x.h.Op == reduce.Avg {
+		x.h.Op = reduce.Sum
+		x.avg = true
 	}
-	defer run.close()
+	defer x.close()
 	if tp.even {
-		err = run.shards(ctx, recv, es)
+		err = x.shards(ctx, recv, es)
 	} else {
-		err = run.leaders(ctx, recv)
+		err = x.leaders(ctx, recv)
 	}
 	if err != nil {
 		return fmt.Errorf("hierarchical: rank %d (node %d, local rank %d of %d): %w", r, tp.node, tp.local, size, err)
@@ -192,7 +194,7 @@ func (c Config) AllReduce(ctx context.Context, t transport.Transport, h transpor
 }
 
 // flat runs the whole all-reduce at one level: there is only one.
-func (c Config) flat(level string, fn AllReduceFunc, lt transport.Transport, ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte) error {
+func (c Config) flat(ctx context.Context, level string, fn AllReduceFunc, lt, t transport.Transport, h transport.Header, send, recv []byte) error {
 	if lt == nil {
 		lt = t
 	} else if lt.Size() != t.Size() || lt.Rank() != t.Rank() {
@@ -212,7 +214,7 @@ type run struct {
 	tp           topology
 	h            transport.Header // the caller's, with Sum for Avg
 	avg          bool
-	n, r         int
+	n            int // ranks in all
 	intra, inter AllReduceFunc
 	groups       []*group.Transport // made here, closed when done
 }
@@ -224,10 +226,12 @@ func (x *run) close() {
 }
 
 // header is the header of one phase: the level's tag in Comm and the
-// phase's collective, so that no message of one phase passes for another's.
+// phase's collective, so that no message of one phase passes for another's,
+// and a hash of the layout in Comm, so that ranks whose Nodes differ get a
+// mismatch error where their messages meet.
 func (x *run) header(level int, coll transport.Coll) transport.Header {
 	h := x.h
-	h.Comm ^= commTag(level, x.avg)
+	h.Comm ^= commTag(level, x.avg) ^ x.tp.hash
 	h.Coll = coll
 	return h
 }

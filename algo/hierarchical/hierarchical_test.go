@@ -80,7 +80,12 @@ func interleaved(n int) []int { // two nodes, arbitrary ids, ranks alternating
 // leaders' path, 1 and 2 ranks are a single node.
 func TestAllReduceMemPairs(t *testing.T) {
 	algotest.AllReduceWith(t, withNodes(hierarchical.Config{}, pairs), memWorld, algotest.Options{
-		Counts: []int{0, 1, 2, 3, 7, 13, 1000, 65537},
+		Counts: []int{0, 1, 2, 3, 7, 13, 1000, 4099},
+	})
+	// Shards of more than one ring segment, on both paths.
+	algotest.AllReduceWith(t, withNodes(hierarchical.Config{}, pairs), memWorld, algotest.Options{
+		Sizes:  []int{4, 5, 8},
+		Counts: []int{65537},
 	})
 }
 
@@ -89,14 +94,15 @@ func TestAllReduceMemPairs(t *testing.T) {
 func TestAllReduceMemThirds(t *testing.T) {
 	algotest.AllReduceWith(t, withNodes(hierarchical.Config{}, thirds), memWorld, algotest.Options{
 		Sizes:  []int{2, 3, 4, 5, 7, 8},
-		Counts: []int{0, 1, 2, 7, 1000, 65537},
+		Counts: []int{0, 1, 2, 7, 1000, 4099},
 	})
 }
 
-// Nodes that are not runs of consecutive ranks, with arbitrary ids.
+// Nodes that are not runs of consecutive ranks, with arbitrary ids: two
+// nodes of 2, 3 and 4 ranks, and of 3 and 2.
 func TestAllReduceMemInterleaved(t *testing.T) {
 	algotest.AllReduceWith(t, withNodes(hierarchical.Config{}, interleaved), memWorld, algotest.Options{
-		Sizes:  []int{4, 5, 6},
+		Sizes:  []int{4, 5, 6, 8},
 		Counts: []int{0, 1, 3, 7, 1000, 4099},
 	})
 }
@@ -317,5 +323,32 @@ func TestGroupBy(t *testing.T) {
 	}
 	if got := hierarchical.GroupBy(nil); len(got) != 0 {
 		t.Errorf("GroupBy(nil) = %v", got)
+	}
+}
+
+// A rank whose Nodes differ from the others' gets a mismatch error where
+// their messages meet, not wrong data.
+func TestNodesDisagree(t *testing.T) {
+	ts := memWorld(t, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	errs := make([]error, 4)
+	var wg sync.WaitGroup
+	for r, tr := range ts {
+		wg.Go(func() {
+			nodes := []int{0, 0, 1, 1}
+			if r == 3 {
+				nodes = []int{0, 1, 0, 1} // same shapes, other members
+			}
+			h := transport.Header{Seq: 1, Coll: transport.CollAllReduce, Root: -1, DType: reduce.Int32, Op: reduce.Sum}
+			buf := make([]byte, 400)
+			if errs[r] = (hierarchical.Config{Nodes: nodes}).AllReduce(ctx, tr, h, buf, buf); errs[r] != nil {
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); !errors.Is(err, transport.ErrMismatch) {
+		t.Errorf("got %v, want a mismatch error", err)
 	}
 }

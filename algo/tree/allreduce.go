@@ -374,7 +374,7 @@ func (x *run) connectGates() {
 				continue
 			}
 			g := &gate{both: both, wake: [2]chan struct{}{make(chan struct{}, 1), make(chan struct{}, 1)}}
-			if b.time > a.time {
+			if b.time < a.time {
 				g.first = 1
 			}
 			*a.g, *b.g = g, g

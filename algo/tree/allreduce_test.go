@@ -123,7 +123,7 @@ func rendezvousWorld(t testing.TB, n int) []transport.Transport {
 
 func TestAllReduceRendezvous(t *testing.T) {
 	algotest.AllReduceWith(t, tree.Config{SegmentBytes: 24}.AllReduce, rendezvousWorld, algotest.Options{
-		Sizes:  []int{1, 2, 3, 4, 5, 6, 7, 8, 13, 16},
+		Sizes:  []int{1, 2, 3, 4, 5, 6, 7, 8, 13, 16, 32, 33},
 		Counts: []int{0, 1, 7, 100, 1001},
 		DTypes: []reduce.DType{reduce.Float32, reduce.Int64},
 	})
@@ -179,10 +179,10 @@ func TestAllReduceTCP(t *testing.T) {
 // Small socket buffers and segments larger than them make Sends wait for
 // their receivers, over several streams per peer.
 func TestAllReduceTCPFlowControl(t *testing.T) {
-	algotest.AllReduceWith(t, tree.Config{SegmentBytes: 48 << 10}.AllReduce,
-		tcpWorld(tcp.Config{SocketBuffer: 8 << 10, Streams: 2}), algotest.Options{
+	algotest.AllReduceWith(t, tree.Config{SegmentBytes: 192 << 10}.AllReduce,
+		tcpWorld(tcp.Config{SocketBuffer: 32 << 10, Streams: 2}), algotest.Options{
 			Sizes:  []int{2, 3, 4, 7},
-			Counts: []int{1, 100003},
+			Counts: []int{1, 10007, 300007},
 			DTypes: []reduce.DType{reduce.Float32},
 			Ops:    []reduce.Op{reduce.Sum, reduce.Avg},
 		})

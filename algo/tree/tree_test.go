@@ -176,8 +176,8 @@ func TestLinkOrder(t *testing.T) {
 					if a == b {
 						continue
 					}
-					sent := linkMessages(plans[a], b, true)
-					got := linkMessages(plans[b], a, false)
+					sent := linkMessages(t, plans[a], b, true)
+					got := linkMessages(t, plans[b], a, false)
 					if fmt.Sprint(sent) != fmt.Sprint(got) {
 						t.Errorf("n=%d count=%d link %d->%d: sender's order %v, receiver's %v", n, count, a, b, sent, got)
 					}
@@ -190,7 +190,8 @@ func TestLinkOrder(t *testing.T) {
 // linkMessages lists the steps this rank sends to (out) or receives from
 // peer, in the order the one-goroutine path does them, and checks that the
 // pipelined path's gates give the same order.
-func linkMessages(p *plan, peer int, out bool) []uint32 {
+func linkMessages(t *testing.T, p *plan, peer int, out bool) []uint32 {
+	t.Helper()
 	var buf [12]op
 	ops := p.ops(&buf)
 	var seq []uint32
@@ -226,7 +227,8 @@ func linkMessages(p *plan, peer int, out bool) []uint32 {
 		}
 	}
 	if fmt.Sprint(byTicket) != fmt.Sprint(seq) {
-		return append(seq, 0xDEAD)
+		t.Errorf("n=%d rank %d, peer %d, out %v: the gates order the messages %v, the one-goroutine path %v",
+			p.n, p.r, peer, out, byTicket, seq)
 	}
 	return seq
 }

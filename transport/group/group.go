@@ -131,8 +131,9 @@ func (g *Transport) Recv(ctx context.Context, peer int, h transport.Header, p []
 }
 
 // Close fails this rank's pending and later group calls with an error
-// wrapping transport.ErrClosed. It does not close the parent. It always
-// returns nil.
+// wrapping transport.ErrClosed. It does not close the parent. Close a group
+// when done with it: that also releases the hold it keeps on the context of
+// its last call. It always returns nil.
 func (g *Transport) Close() error {
 	g.mu.Lock()
 	g.closed = true
