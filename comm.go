@@ -15,6 +15,7 @@ import (
 	"github.com/collkit/collkit/algo/halvingdoubling"
 	"github.com/collkit/collkit/algo/hierarchical"
 	"github.com/collkit/collkit/algo/ring"
+	"github.com/collkit/collkit/algo/tree"
 	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
 )
@@ -65,7 +66,7 @@ type AllReduceFunc func(ctx context.Context, t transport.Transport, h transport.
 // algorithmNames are the all-reduce algorithms by name; the index of a name
 // is the id sent in every header, so ranks that chose different algorithms
 // get a mismatch error instead of a hang.
-var algorithmNames = []string{"ring", "halvingdoubling", "hierarchical", "adaptive"}
+var algorithmNames = []string{"ring", "tree", "halvingdoubling", "hierarchical", "adaptive"}
 
 // Algorithms lists the names of the all-reduce algorithms Options.Algorithm accepts.
 func Algorithms() []string { return slices.Clone(algorithmNames) }
@@ -86,6 +87,8 @@ func (c *Comm) algorithm(id uint8) (AllReduceFunc, error) {
 	switch algorithmNames[id] {
 	case "ring":
 		return ring.AllReduce, nil
+	case "tree":
+		return tree.AllReduce, nil
 	case "halvingdoubling":
 		return halvingdoubling.AllReduce, nil
 	case "hierarchical":

@@ -6,6 +6,7 @@ import (
 
 	"github.com/collkit/collkit/algo/halvingdoubling"
 	"github.com/collkit/collkit/algo/ring"
+	"github.com/collkit/collkit/algo/tree"
 	"github.com/collkit/collkit/transport"
 )
 
@@ -55,6 +56,7 @@ type Config struct {
 func Defaults() []Algorithm {
 	return []Algorithm{
 		{Name: "ring", Run: ring.AllReduce, Shape: Ring},
+		{Name: "tree", Run: tree.AllReduce, Shape: Tree},
 		{Name: "halvingdoubling", Run: halvingdoubling.AllReduce, Shape: HalvingDoubling},
 	}
 }
