@@ -18,17 +18,22 @@ func MemWorld(t testing.TB, n int) []transport.Transport {
 }
 
 // TCPWorld is a World of n ranks in this process over loopback TCP.
-func TCPWorld(t testing.TB, n int) []transport.Transport {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	ts, err := tcp.Local(ctx, n, tcp.Config{})
-	if err != nil {
-		t.Fatal(err)
+func TCPWorld(t testing.TB, n int) []transport.Transport { return TCPWorldWith(tcp.Config{})(t, n) }
+
+// TCPWorldWith is TCPWorld with cfg (its Rank and Size are ignored).
+func TCPWorldWith(cfg tcp.Config) World {
+	return func(t testing.TB, n int) []transport.Transport {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		ts, err := tcp.Local(ctx, n, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]transport.Transport, n)
+		for i, tr := range ts {
+			t.Cleanup(func() { tr.Close() })
+			out[i] = tr
+		}
+		return out
 	}
-	out := make([]transport.Transport, n)
-	for i, tr := range ts {
-		t.Cleanup(func() { tr.Close() })
-		out[i] = tr
-	}
-	return out
 }

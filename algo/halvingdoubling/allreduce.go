@@ -3,6 +3,7 @@ package halvingdoubling
 import (
 	"context"
 	"fmt"
+	"github.com/collkit/collkit/algo/pipeline"
 	"math/bits"
 
 	"github.com/collkit/collkit/reduce"
@@ -83,7 +84,7 @@ func (c Config) AllReduce(ctx context.Context, t transport.Transport, h transpor
 			len(send), len(recv), es, h.DType)
 	}
 	if n == 1 || len(send) == 0 {
-		if !sameStart(send, recv) {
+		if !pipeline.SameBuffer(send, recv) {
 			copy(recv, send)
 		}
 		reduce.Finish(h.DType, h.Op, recv, n)
@@ -171,8 +172,8 @@ func (o *allReduce) run(ctx context.Context) error {
 	default:
 		v = o.rank - o.rem
 	}
-	stage := getStage(o.seg)
-	defer putStage(stage)
+	stage := pipeline.Stage(o.seg)
+	defer pipeline.Release(stage)
 	o.stage = *stage
 
 	src := o.send
@@ -235,7 +236,7 @@ func (o *allReduce) recursiveDoubling(ctx context.Context, v int, src []byte) er
 		x := exchange{
 			peer: o.real(q), kind: kindDoubling, round: k,
 			out: src, in: o.recv, mine: src, lower: v < q,
-			hazard: sameStart(src, o.recv),
+			hazard: pipeline.SameBuffer(src, o.recv),
 		}
 		if err := o.exchange(ctx, &x); err != nil {
 			return o.fail(&x, err)
@@ -325,7 +326,7 @@ func (o *allReduce) exchange(ctx context.Context, x *exchange) error {
 		o.tx.cancel() // unblock the sender
 	}
 	sendErr := <-o.tx.done
-	if sendErr != nil && (recvErr == nil || isCancel(recvErr)) {
+	if sendErr != nil && (recvErr == nil || pipeline.Canceled(recvErr)) {
 		return sendErr
 	}
 	return recvErr
@@ -333,7 +334,7 @@ func (o *allReduce) exchange(ctx context.Context, x *exchange) error {
 
 // receive takes x's incoming segments. sent, when not nil, counts the
 // segments of x.out already sent, for x.hazard.
-func (o *allReduce) receive(ctx context.Context, x *exchange, h transport.Header, sent *progress) error {
+func (o *allReduce) receive(ctx context.Context, x *exchange, h transport.Header, sent *pipeline.Progress) error {
 	base := h.Step
 	dt, rop := o.h.DType, o.h.Op
 	for j, off := 0, 0; off < len(x.in); j, off = j+1, off+o.seg {
@@ -350,7 +351,7 @@ func (o *allReduce) receive(ctx context.Context, x *exchange, h transport.Header
 			return err
 		}
 		if x.hazard && sent != nil {
-			if err := sent.wait(ctx, int64(j+1)); err != nil {
+			if err := sent.Wait(ctx, int64(j+1)); err != nil {
 				return err
 			}
 		}

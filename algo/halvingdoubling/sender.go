@@ -2,16 +2,15 @@ package halvingdoubling
 
 import (
 	"context"
-	"errors"
-	"sync"
-	"sync/atomic"
+
+	"github.com/collkit/collkit/algo/pipeline"
 
 	"github.com/collkit/collkit/transport"
 )
 
 // sendSegments sends buf to peer in segments of at most seg bytes, numbering
 // them from h.Step. sent, when not nil, counts each segment once it is out.
-func sendSegments(ctx context.Context, t transport.Transport, peer int, h transport.Header, buf []byte, seg int, sent *progress) error {
+func sendSegments(ctx context.Context, t transport.Transport, peer int, h transport.Header, buf []byte, seg int, sent *pipeline.Progress) error {
 	base := h.Step
 	for j, off := 0, 0; off < len(buf); j, off = j+1, off+seg {
 		h.Step = base | uint32(j)&0xffffff
@@ -19,7 +18,7 @@ func sendSegments(ctx context.Context, t transport.Transport, peer int, h transp
 			return err
 		}
 		if sent != nil {
-			sent.add()
+			sent.Add()
 		}
 	}
 	return nil
@@ -34,8 +33,8 @@ type sender struct {
 	ctx    context.Context
 	cancel context.CancelFunc // called on a send error, to unblock the receiver
 	jobs   chan sendJob
-	done   chan error // one result per job
-	sent   progress   // segments of the current job sent
+	done   chan error        // one result per job
+	sent   pipeline.Progress // segments of the current job sent
 }
 
 type sendJob struct {
@@ -50,8 +49,8 @@ func startSender(ctx context.Context, cancel context.CancelFunc, t transport.Tra
 		t: t, ctx: ctx, cancel: cancel,
 		jobs: make(chan sendJob, 1),
 		done: make(chan error, 1),
-		sent: progress{wake: make(chan struct{}, 1)},
 	}
+	s.sent.Init()
 	go s.loop()
 	return s
 }
@@ -69,64 +68,9 @@ func (s *sender) loop() {
 // post starts sending buf; the caller then reads exactly one result from
 // done before posting again.
 func (s *sender) post(peer int, h transport.Header, buf []byte, seg int) {
-	s.sent.reset()
+	s.sent.Init()
 	s.jobs <- sendJob{peer: peer, h: h, buf: buf, seg: seg}
 }
 
 // stop ends the goroutine once it is idle.
 func (s *sender) stop() { close(s.jobs) }
-
-// progress counts segments sent, so the receiver can reduce into a segment
-// as soon as its old contents are on their way.
-type progress struct {
-	done atomic.Int64
-	wake chan struct{}
-}
-
-// reset starts a new count; only while no sender is running.
-func (g *progress) reset() {
-	g.done.Store(0)
-	select {
-	case <-g.wake:
-	default:
-	}
-}
-
-func (g *progress) add() {
-	g.done.Add(1)
-	select {
-	case g.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (g *progress) wait(ctx context.Context, n int64) error {
-	for g.done.Load() < n {
-		select {
-		case <-g.wake:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
-}
-
-// Staging buffers for incoming segments, reused across all-reduces.
-var stages sync.Pool
-
-func getStage(n int) *[]byte {
-	if b, ok := stages.Get().(*[]byte); ok && cap(*b) >= n {
-		*b = (*b)[:n]
-		return b
-	}
-	b := make([]byte, n)
-	return &b
-}
-
-func putStage(b *[]byte) { stages.Put(b) }
-
-func sameStart(a, b []byte) bool {
-	return len(a) > 0 && len(b) > 0 && &a[0] == &b[0] || len(a) == 0 && len(b) == 0
-}
-
-func isCancel(err error) bool { return errors.Is(err, context.Canceled) }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/collkit/collkit/algo/algotest"
 	"github.com/collkit/collkit/algo/hierarchical"
 	"github.com/collkit/collkit/algo/ring"
 	"github.com/collkit/collkit/reduce"
@@ -29,7 +30,7 @@ func BenchmarkAllReduce(b *testing.B) {
 	for _, size := range []int{64 << 10, 1 << 20, 16 << 20} {
 		for _, algo := range algos {
 			b.Run(fmt.Sprintf("transport=tcp/algo=%s/ranks=%d/bytes=%d", algo.name, n, size), func(b *testing.B) {
-				ts := tcpWorld(b, n)
+				ts := algotest.TCPWorld(b, n)
 				bufs := make([][]byte, n)
 				for r := range bufs {
 					bufs[r] = make([]byte, size)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/collkit/collkit/algo/pipeline"
+
 	"github.com/collkit/collkit/algo/ring"
 	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
@@ -170,7 +172,7 @@ func (c Config) AllReduce(ctx context.Context, t transport.Transport, h transpor
 	case tp.even && size == 1:
 		return c.flat(ctx, "inter-node", inter, c.InterTransport, t, h, send, recv)
 	}
-	if !sameStart(send, recv) {
+	if !pipeline.SameBuffer(send, recv) {
 		copy(recv, send)
 	}
 	if len(recv) == 0 {
@@ -346,8 +348,4 @@ func (x *run) leaders(ctx context.Context, buf []byte) error {
 		}
 	}
 	return nil
-}
-
-func sameStart(a, b []byte) bool {
-	return len(a) > 0 && len(b) > 0 && &a[0] == &b[0] || len(a) == 0 && len(b) == 0
 }

@@ -17,29 +17,7 @@ import (
 	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
 	"github.com/collkit/collkit/transport/mem"
-	"github.com/collkit/collkit/transport/tcp"
 )
-
-func memWorld(t testing.TB, n int) []transport.Transport {
-	net := mem.NewNetwork(n, mem.Config{})
-	t.Cleanup(func() { net.Close() })
-	return net.Transports()
-}
-
-func tcpWorld(t testing.TB, n int) []transport.Transport {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	ts, err := tcp.Local(ctx, n, tcp.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]transport.Transport, n)
-	for i, tr := range ts {
-		t.Cleanup(func() { tr.Close() })
-		out[i] = tr
-	}
-	return out
-}
 
 // withNodes is an algotest.AllReduceFunc running c with the Nodes that
 // nodes gives for the world's size.
@@ -79,11 +57,11 @@ func interleaved(n int) []int { // two nodes, arbitrary ids, ranks alternating
 // Nodes of two ranks: 2x2, 3x2, 4x2 take the three phases, odd sizes the
 // leaders' path, 1 and 2 ranks are a single node.
 func TestAllReduceMemPairs(t *testing.T) {
-	algotest.AllReduceWith(t, withNodes(hierarchical.Config{}, pairs), memWorld, algotest.Options{
+	algotest.AllReduceWith(t, withNodes(hierarchical.Config{}, pairs), algotest.MemWorld, algotest.Options{
 		Counts: []int{0, 1, 2, 3, 7, 13, 1000, 4099},
 	})
 	// Shards of more than one ring segment, on both paths.
-	algotest.AllReduceWith(t, withNodes(hierarchical.Config{}, pairs), memWorld, algotest.Options{
+	algotest.AllReduceWith(t, withNodes(hierarchical.Config{}, pairs), algotest.MemWorld, algotest.Options{
 		Sizes:  []int{4, 5, 8},
 		Counts: []int{65537},
 	})
@@ -92,7 +70,7 @@ func TestAllReduceMemPairs(t *testing.T) {
 // Uneven nodes ({2,1,1}, {2,2,1}, {3,2,2}, {3,3,2}), one rank per node
 // (n=2, 3) and even ones (n=6).
 func TestAllReduceMemThirds(t *testing.T) {
-	algotest.AllReduceWith(t, withNodes(hierarchical.Config{}, thirds), memWorld, algotest.Options{
+	algotest.AllReduceWith(t, withNodes(hierarchical.Config{}, thirds), algotest.MemWorld, algotest.Options{
 		Sizes:  []int{2, 3, 4, 5, 7, 8},
 		Counts: []int{0, 1, 2, 7, 1000, 4099},
 	})
@@ -101,7 +79,7 @@ func TestAllReduceMemThirds(t *testing.T) {
 // Nodes that are not runs of consecutive ranks, with arbitrary ids: two
 // nodes of 2, 3 and 4 ranks, and of 3 and 2.
 func TestAllReduceMemInterleaved(t *testing.T) {
-	algotest.AllReduceWith(t, withNodes(hierarchical.Config{}, interleaved), memWorld, algotest.Options{
+	algotest.AllReduceWith(t, withNodes(hierarchical.Config{}, interleaved), algotest.MemWorld, algotest.Options{
 		Sizes:  []int{4, 5, 6, 8},
 		Counts: []int{0, 1, 3, 7, 1000, 4099},
 	})
@@ -112,11 +90,11 @@ func TestAllReduceMemInterleaved(t *testing.T) {
 func TestAllReduceMemExplicitRing(t *testing.T) {
 	rc := ring.Config{SegmentBytes: 40, EagerBytes: -1}
 	c := hierarchical.Config{Intra: rc.AllReduce, Inter: rc.AllReduce, Ring: rc}
-	algotest.AllReduceWith(t, withNodes(c, pairs), memWorld, algotest.Options{
+	algotest.AllReduceWith(t, withNodes(c, pairs), algotest.MemWorld, algotest.Options{
 		Sizes:  []int{3, 4, 6},
 		Counts: []int{0, 1, 5, 17, 100, 1001},
 	})
-	algotest.AllReduceWith(t, withNodes(c, thirds), memWorld, algotest.Options{
+	algotest.AllReduceWith(t, withNodes(c, thirds), algotest.MemWorld, algotest.Options{
 		Sizes:  []int{5, 7},
 		Counts: []int{1, 17, 1001},
 	})
@@ -129,7 +107,7 @@ func TestAllReduceMemLevelTransports(t *testing.T) {
 		t.Run(fmt.Sprint(nodes), func(t *testing.T) {
 			configs := map[transport.Transport]hierarchical.Config{}
 			world := func(t testing.TB, n int) []transport.Transport {
-				ts := memWorld(t, n)
+				ts := algotest.MemWorld(t, n)
 				byNode := map[int][]int{}
 				for r, id := range nodes {
 					byNode[id] = append(byNode[id], r)
@@ -140,7 +118,7 @@ func TestAllReduceMemLevelTransports(t *testing.T) {
 				maxLocal := 0
 				for id := 0; id < len(byNode); id++ {
 					ranks := byNode[id]
-					local := memWorld(t, len(ranks))
+					local := algotest.MemWorld(t, len(ranks))
 					for l, r := range ranks {
 						c := configs[ts[r]]
 						c.IntraTransport = local[l]
@@ -158,7 +136,7 @@ func TestAllReduceMemLevelTransports(t *testing.T) {
 					if len(ranks) != len(byNode) {
 						continue // uneven nodes: only the leaders cross
 					}
-					across := memWorld(t, len(ranks))
+					across := algotest.MemWorld(t, len(ranks))
 					for k, r := range ranks {
 						c := configs[ts[r]]
 						c.InterTransport = across[k]
@@ -181,7 +159,7 @@ func TestAllReduceMemLevelTransports(t *testing.T) {
 func TestAllReduceTCP(t *testing.T) {
 	for name, nodes := range map[string]func(int) []int{"pairs": pairs, "thirds": thirds} {
 		t.Run(name, func(t *testing.T) {
-			algotest.AllReduceWith(t, withNodes(hierarchical.Config{}, nodes), tcpWorld, algotest.Options{
+			algotest.AllReduceWith(t, withNodes(hierarchical.Config{}, nodes), algotest.TCPWorld, algotest.Options{
 				Sizes:  []int{4, 5},
 				Counts: []int{0, 1, 7, 1000, 65537},
 				DTypes: []reduce.DType{reduce.Float32, reduce.Int32, reduce.BFloat16},
@@ -257,11 +235,11 @@ func TestRankKilled(t *testing.T) {
 }
 
 func TestConfigErrors(t *testing.T) {
-	ts := memWorld(t, 4)
+	ts := algotest.MemWorld(t, 4)
 	ctx := context.Background()
 	h := transport.Header{Coll: transport.CollAllReduce, DType: reduce.Float32, Op: reduce.Sum}
 	buf := make([]byte, 16)
-	other := memWorld(t, 3)
+	other := algotest.MemWorld(t, 3)
 	cases := []struct {
 		c    hierarchical.Config
 		want string
@@ -292,7 +270,7 @@ func TestConfigErrors(t *testing.T) {
 // levels run Sum for both, but the communicator ids differ.
 func TestAvgAgainstSum(t *testing.T) {
 	for _, nodes := range [][]int{{0, 0, 1, 1}, {0, 0, 0, 1}} {
-		ts := memWorld(t, 4)
+		ts := algotest.MemWorld(t, 4)
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		errs := make([]error, 4)
 		var wg sync.WaitGroup
@@ -329,7 +307,7 @@ func TestGroupBy(t *testing.T) {
 // A rank whose Nodes differ from the others' gets a mismatch error where
 // their messages meet, not wrong data.
 func TestNodesDisagree(t *testing.T) {
-	ts := memWorld(t, 4)
+	ts := algotest.MemWorld(t, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	errs := make([]error, 4)

@@ -3,6 +3,7 @@ package ring
 import (
 	"context"
 	"fmt"
+	"github.com/collkit/collkit/algo/pipeline"
 
 	"github.com/collkit/collkit/transport"
 )
@@ -30,7 +31,7 @@ func (c Config) AllGather(ctx context.Context, t transport.Transport, h transpor
 	if err != nil {
 		return err
 	}
-	if mine := recv[off[r]:off[r+1]]; !sameStart(send, mine) {
+	if mine := recv[off[r]:off[r+1]]; !pipeline.SameBuffer(send, mine) {
 		copy(mine, send)
 	}
 	if n == 1 || len(recv) == 0 {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/collkit/collkit/algo/algotest"
 	"github.com/collkit/collkit/algo/ring"
 	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
@@ -67,19 +68,19 @@ func allGatherOnce(c ring.Config, ts []transport.Transport, seq uint64, dt reduc
 }
 
 func TestAllGatherMem(t *testing.T) {
-	testAllGather(t, ring.Config{}, memRanks, []int{1, 2, 3, 4, 5, 6, 7, 8}, false)
+	testAllGather(t, ring.Config{}, algotest.MemWorld, []int{1, 2, 3, 4, 5, 6, 7, 8}, false)
 }
 
 func TestAllGatherMemPipelined(t *testing.T) {
-	testAllGather(t, ring.Config{SegmentBytes: 40, EagerBytes: -1}, memRanks, []int{1, 2, 3, 4, 5, 6, 7, 8}, false)
+	testAllGather(t, ring.Config{SegmentBytes: 40, EagerBytes: -1}, algotest.MemWorld, []int{1, 2, 3, 4, 5, 6, 7, 8}, false)
 }
 
 func TestAllGatherTCP(t *testing.T) {
-	testAllGather(t, ring.Config{SegmentBytes: 1 << 10}, tcpRanks, []int{2, 3, 5}, true)
+	testAllGather(t, ring.Config{SegmentBytes: 1 << 10}, algotest.TCPWorld, []int{2, 3, 5}, true)
 }
 
 func TestAllGatherArguments(t *testing.T) {
-	ts := memRanks(t, 2)
+	ts := algotest.MemWorld(t, 2)
 	h := transport.Header{Coll: transport.CollAllGather, DType: reduce.Float32}
 	ctx := context.Background()
 	err := ring.AllGather(ctx, ts[1], h, make([]byte, 4), make([]byte, 8), []int{1, 2})
@@ -100,7 +101,7 @@ func TestAllGatherArguments(t *testing.T) {
 // every rank closes its transport on an error, as a communicator does.
 func TestAllGatherPeerDies(t *testing.T) {
 	const n, count = 4, 50000
-	ts := memRanks(t, n)
+	ts := algotest.MemWorld(t, n)
 	counts := []int{count, count, count, count}
 	h := transport.Header{Coll: transport.CollAllGather, DType: reduce.Uint8}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

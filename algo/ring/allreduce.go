@@ -2,10 +2,9 @@ package ring
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
+
+	"github.com/collkit/collkit/algo/pipeline"
 
 	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
@@ -58,7 +57,7 @@ func (c Config) AllReduce(ctx context.Context, t transport.Transport, h transpor
 		return fmt.Errorf("ring: send is %d bytes and recv %d bytes; both must be the same multiple of %d (%v)",
 			len(send), len(recv), es, h.DType)
 	}
-	if !sameStart(send, recv) {
+	if !pipeline.SameBuffer(send, recv) {
 		copy(recv, send)
 	}
 	if n == 1 || len(send) == 0 {
@@ -80,7 +79,7 @@ func (c Config) AllReduce(ctx context.Context, t transport.Transport, h transpor
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ready := &progress{wake: make(chan struct{}, 1)}
+	ready := pipeline.NewProgress()
 	sendErr := make(chan error, 1)
 	go func() {
 		err := p.sendAll(ctx, t, h, send, recv, ready)
@@ -93,7 +92,7 @@ func (c Config) AllReduce(ctx context.Context, t transport.Transport, h transpor
 	if recvErr != nil {
 		cancel() // unblock the sender
 	}
-	if err := <-sendErr; err != nil && (recvErr == nil || isCancel(recvErr)) {
+	if err := <-sendErr; err != nil && (recvErr == nil || pipeline.Canceled(recvErr)) {
 		return err
 	}
 	return recvErr
@@ -173,7 +172,7 @@ func (p plan) receive(ctx context.Context, t transport.Transport, h transport.He
 
 // sendAll is the sending half of the pipelined ring: it forwards each
 // segment as soon as recvAll has it.
-func (p plan) sendAll(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte, ready *progress) error {
+func (p plan) sendAll(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte, ready *pipeline.Progress) error {
 	right := (p.r + 1) % p.n
 	var msg uint32
 	var forwarded int64
@@ -182,7 +181,7 @@ func (p plan) sendAll(ctx context.Context, t transport.Transport, h transport.He
 		err := p.segments(p.sendChunk(s), &msg, func(off, end int, step uint32) error {
 			if s > 0 {
 				forwarded++
-				if err := ready.wait(ctx, forwarded); err != nil {
+				if err := ready.Wait(ctx, forwarded); err != nil {
 					return err
 				}
 			}
@@ -197,9 +196,9 @@ func (p plan) sendAll(ctx context.Context, t transport.Transport, h transport.He
 }
 
 // recvAll is the receiving half of the pipelined ring.
-func (p plan) recvAll(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte, ready *progress) error {
-	stage := getStage(p.seg)
-	defer putStage(stage)
+func (p plan) recvAll(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte, ready *pipeline.Progress) error {
+	stage := pipeline.Stage(p.seg)
+	defer pipeline.Release(stage)
 	var msg uint32
 	for s := range p.steps() {
 		err := p.segments(p.recvChunk(s), &msg, func(off, end int, step uint32) error {
@@ -207,7 +206,7 @@ func (p plan) recvAll(ctx context.Context, t transport.Transport, h transport.He
 			if err := p.receive(ctx, t, h, s, off, end, send, recv, *stage); err != nil {
 				return err
 			}
-			ready.add()
+			ready.Add()
 			return nil
 		})
 		if err != nil {
@@ -222,8 +221,8 @@ func (p plan) recvAll(ctx context.Context, t transport.Transport, h transport.He
 // sends in the collective, which the caller checks.
 func (p plan) sequential(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte) error {
 	right := (p.r + 1) % p.n
-	stage := getStage(p.seg)
-	defer putStage(stage)
+	stage := pipeline.Stage(p.seg)
+	defer pipeline.Release(stage)
 	var sent, received uint32
 	for s := range p.steps() {
 		src := p.source(s, send, recv)
@@ -243,48 +242,3 @@ func (p plan) sequential(ctx context.Context, t transport.Transport, h transport
 	}
 	return nil
 }
-
-// progress counts segments received, so the sender can forward each one as
-// soon as it is complete.
-type progress struct {
-	done atomic.Int64
-	wake chan struct{}
-}
-
-func (g *progress) add() {
-	g.done.Add(1)
-	select {
-	case g.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (g *progress) wait(ctx context.Context, n int64) error {
-	for g.done.Load() < n {
-		select {
-		case <-g.wake:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
-}
-
-var stages sync.Pool
-
-func getStage(n int) *[]byte {
-	if b, ok := stages.Get().(*[]byte); ok && cap(*b) >= n {
-		*b = (*b)[:n]
-		return b
-	}
-	b := make([]byte, n)
-	return &b
-}
-
-func putStage(b *[]byte) { stages.Put(b) }
-
-func sameStart(a, b []byte) bool {
-	return len(a) > 0 && len(b) > 0 && &a[0] == &b[0] || len(a) == 0 && len(b) == 0
-}
-
-func isCancel(err error) bool { return errors.Is(err, context.Canceled) }

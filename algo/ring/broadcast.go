@@ -3,6 +3,7 @@ package ring
 import (
 	"context"
 	"fmt"
+	"github.com/collkit/collkit/algo/pipeline"
 
 	"github.com/collkit/collkit/transport"
 )
@@ -47,7 +48,7 @@ func (c Config) Broadcast(ctx context.Context, t transport.Transport, h transpor
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ready := &progress{wake: make(chan struct{}, 1)}
+	ready := pipeline.NewProgress()
 	sendErr := make(chan error, 1)
 	go func() {
 		err := ch.sendAll(ctx, t, h, buf, ready)
@@ -60,7 +61,7 @@ func (c Config) Broadcast(ctx context.Context, t transport.Transport, h transpor
 	if recvErr != nil {
 		cancel() // unblock the sender
 	}
-	if err := <-sendErr; err != nil && (recvErr == nil || isCancel(recvErr)) {
+	if err := <-sendErr; err != nil && (recvErr == nil || pipeline.Canceled(recvErr)) {
 		return err
 	}
 	return recvErr
@@ -79,11 +80,11 @@ func (c chain) segments() int { return (c.len + c.seg - 1) / c.seg }
 
 // sendAll sends every segment to the right neighbour, each once ready says
 // it has arrived (ready is nil at the root, which has them all).
-func (c chain) sendAll(ctx context.Context, t transport.Transport, h transport.Header, buf []byte, ready *progress) error {
+func (c chain) sendAll(ctx context.Context, t transport.Transport, h transport.Header, buf []byte, ready *pipeline.Progress) error {
 	right := (c.r + 1) % c.n
 	for i := range c.segments() {
 		if ready != nil {
-			if err := ready.wait(ctx, int64(i+1)); err != nil {
+			if err := ready.Wait(ctx, int64(i+1)); err != nil {
 				return err
 			}
 		}
@@ -98,7 +99,7 @@ func (c chain) sendAll(ctx context.Context, t transport.Transport, h transport.H
 
 // recvAll receives every segment from the left neighbour, telling ready
 // (if any) after each, or forwarding it itself when forward is set.
-func (c chain) recvAll(ctx context.Context, t transport.Transport, h transport.Header, buf []byte, ready *progress, forward bool) error {
+func (c chain) recvAll(ctx context.Context, t transport.Transport, h transport.Header, buf []byte, ready *pipeline.Progress, forward bool) error {
 	left, right := (c.r-1+c.n)%c.n, (c.r+1)%c.n
 	for i := range c.segments() {
 		lo := i * c.seg
@@ -112,7 +113,7 @@ func (c chain) recvAll(ctx context.Context, t transport.Transport, h transport.H
 			return fmt.Errorf("ring broadcast segment %d/%d: %w", i, c.segments(), err)
 		}
 		if ready != nil {
-			ready.add()
+			ready.Add()
 		}
 	}
 	return nil

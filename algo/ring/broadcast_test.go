@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/collkit/collkit/algo/algotest"
 	"github.com/collkit/collkit/algo/ring"
 	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
@@ -57,21 +58,21 @@ func broadcastOnce(c ring.Config, ts []transport.Transport, seq uint64, root, le
 var broadcastLengths = []int{0, 1, 7, 1000, 4099, 65537}
 
 func TestBroadcastMem(t *testing.T) {
-	testBroadcast(t, ring.Config{}, memRanks, []int{1, 2, 3, 4, 5, 6, 7, 8}, broadcastLengths)
+	testBroadcast(t, ring.Config{}, algotest.MemWorld, []int{1, 2, 3, 4, 5, 6, 7, 8}, broadcastLengths)
 }
 
 // Small segments and no one-goroutine path: the sender goroutine forwards
 // while the next segments arrive.
 func TestBroadcastMemPipelined(t *testing.T) {
-	testBroadcast(t, ring.Config{SegmentBytes: 100, EagerBytes: -1}, memRanks, []int{2, 3, 5, 8}, broadcastLengths)
+	testBroadcast(t, ring.Config{SegmentBytes: 100, EagerBytes: -1}, algotest.MemWorld, []int{2, 3, 5, 8}, broadcastLengths)
 }
 
 func TestBroadcastTCP(t *testing.T) {
-	testBroadcast(t, ring.Config{SegmentBytes: 64 << 10}, tcpRanks, []int{2, 3, 4}, []int{0, 13, 1 << 20})
+	testBroadcast(t, ring.Config{SegmentBytes: 64 << 10}, algotest.TCPWorld, []int{2, 3, 4}, []int{0, 13, 1 << 20})
 }
 
 func TestBroadcastArguments(t *testing.T) {
-	ts := memRanks(t, 3)
+	ts := algotest.MemWorld(t, 3)
 	for _, root := range []int{-1, 3} {
 		err := ring.Broadcast(context.Background(), ts[0], transport.Header{}, make([]byte, 4), root)
 		if err == nil || !strings.Contains(err.Error(), "is not a rank of 3") {
@@ -83,7 +84,7 @@ func TestBroadcastArguments(t *testing.T) {
 // Ranks that disagree on the root get a mismatch error where a message
 // passes between them.
 func TestBroadcastRootsDisagree(t *testing.T) {
-	ts := memRanks(t, 3)
+	ts := algotest.MemWorld(t, 3)
 	err := onEveryRank(ts, func(ctx context.Context, r int, tr transport.Transport) error {
 		root := 0
 		if r == 1 {

@@ -3,6 +3,7 @@ package ring
 import (
 	"context"
 	"fmt"
+	"github.com/collkit/collkit/algo/pipeline"
 	"sync"
 
 	"github.com/collkit/collkit/reduce"
@@ -38,7 +39,7 @@ func (c Config) ReduceScatter(ctx context.Context, t transport.Transport, h tran
 		return err
 	}
 	if n == 1 {
-		if !sameStart(send, recv) {
+		if !pipeline.SameBuffer(send, recv) {
 			copy(recv, send)
 		}
 		return nil
@@ -176,7 +177,7 @@ func (b blockRing) run(ctx context.Context, t transport.Transport, h transport.H
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ready := &progress{wake: make(chan struct{}, 1)}
+	ready := pipeline.NewProgress()
 	sendErr := make(chan error, 1)
 	go func() {
 		err := b.sendAll(ctx, t, h, x, ready)
@@ -189,13 +190,13 @@ func (b blockRing) run(ctx context.Context, t transport.Transport, h transport.H
 	if recvErr != nil {
 		cancel() // unblock the sender
 	}
-	if err := <-sendErr; err != nil && (recvErr == nil || isCancel(recvErr)) {
+	if err := <-sendErr; err != nil && (recvErr == nil || pipeline.Canceled(recvErr)) {
 		return err
 	}
 	return recvErr
 }
 
-func (b blockRing) sendAll(ctx context.Context, t transport.Transport, h transport.Header, x blockOps, ready *progress) error {
+func (b blockRing) sendAll(ctx context.Context, t transport.Transport, h transport.Header, x blockOps, ready *pipeline.Progress) error {
 	var msg uint32
 	var forwarded int64
 	for s := range b.steps() {
@@ -203,7 +204,7 @@ func (b blockRing) sendAll(ctx context.Context, t transport.Transport, h transpo
 		err := b.segments(b.sendBlock(s), &msg, func(lo, hi int, step uint32) error {
 			if s > 0 {
 				forwarded++
-				if err := ready.wait(ctx, forwarded); err != nil {
+				if err := ready.Wait(ctx, forwarded); err != nil {
 					return err
 				}
 			}
@@ -217,11 +218,11 @@ func (b blockRing) sendAll(ctx context.Context, t transport.Transport, h transpo
 	return nil
 }
 
-func (b blockRing) recvAll(ctx context.Context, t transport.Transport, h transport.Header, x blockOps, ready *progress) error {
+func (b blockRing) recvAll(ctx context.Context, t transport.Transport, h transport.Header, x blockOps, ready *pipeline.Progress) error {
 	var stage []byte
 	if b.staged {
-		st := getStage(b.seg)
-		defer putStage(st)
+		st := pipeline.Stage(b.seg)
+		defer pipeline.Release(st)
 		stage = *st
 	}
 	var msg uint32
@@ -232,7 +233,7 @@ func (b blockRing) recvAll(ctx context.Context, t transport.Transport, h transpo
 			if err := x.receive(ctx, t, h, s, k, lo, hi, stage); err != nil {
 				return err
 			}
-			ready.add()
+			ready.Add()
 			return nil
 		})
 		if err != nil {
@@ -248,8 +249,8 @@ func (b blockRing) recvAll(ctx context.Context, t transport.Transport, h transpo
 func (b blockRing) sequential(ctx context.Context, t transport.Transport, h transport.Header, x blockOps) error {
 	var stage []byte
 	if b.staged {
-		st := getStage(b.seg)
-		defer putStage(st)
+		st := pipeline.Stage(b.seg)
+		defer pipeline.Release(st)
 		stage = *st
 	}
 	var sent, received uint32

@@ -9,35 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/collkit/collkit/algo/algotest"
+
 	"github.com/collkit/collkit/algo/ring"
 	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
-	"github.com/collkit/collkit/transport/mem"
-	"github.com/collkit/collkit/transport/tcp"
 	"github.com/collkit/collkit/verify"
 )
-
-// memRanks and tcpRanks connect n ranks in this process.
-func memRanks(t testing.TB, n int) []transport.Transport {
-	net := mem.NewNetwork(n, mem.Config{})
-	t.Cleanup(func() { net.Close() })
-	return net.Transports()
-}
-
-func tcpRanks(t testing.TB, n int) []transport.Transport {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	ts, err := tcp.Local(ctx, n, tcp.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]transport.Transport, n)
-	for i, tr := range ts {
-		t.Cleanup(func() { tr.Close() })
-		out[i] = tr
-	}
-	return out
-}
 
 // onEveryRank runs fn on every rank at once and returns every rank's error;
 // a failing rank cancels the others.
@@ -173,20 +151,20 @@ func reduceScatterOnce(c ring.Config, ts []transport.Transport, seq uint64, dt r
 }
 
 func TestReduceScatterMem(t *testing.T) {
-	testReduceScatter(t, ring.Config{}, memRanks, rsOptions{})
+	testReduceScatter(t, ring.Config{}, algotest.MemWorld, rsOptions{})
 }
 
 // The pipelined path (a sender goroutine), with segments small enough that
 // blocks span several of them.
 func TestReduceScatterMemPipelined(t *testing.T) {
-	testReduceScatter(t, ring.Config{SegmentBytes: 40, EagerBytes: -1}, memRanks, rsOptions{
+	testReduceScatter(t, ring.Config{SegmentBytes: 40, EagerBytes: -1}, algotest.MemWorld, rsOptions{
 		dtypes: []reduce.DType{reduce.Float32, reduce.Uint8, reduce.Float16},
 		ops:    []reduce.Op{reduce.Sum, reduce.Avg, reduce.Max},
 	})
 }
 
 func TestReduceScatterTCP(t *testing.T) {
-	testReduceScatter(t, ring.Config{SegmentBytes: 1 << 10}, tcpRanks, rsOptions{
+	testReduceScatter(t, ring.Config{SegmentBytes: 1 << 10}, algotest.TCPWorld, rsOptions{
 		sizes:  []int{2, 3, 5},
 		dtypes: []reduce.DType{reduce.Float32, reduce.Int64},
 		ops:    []reduce.Op{reduce.Sum, reduce.Avg},
@@ -195,7 +173,7 @@ func TestReduceScatterTCP(t *testing.T) {
 }
 
 func TestReduceScatterArguments(t *testing.T) {
-	ts := memRanks(t, 2)
+	ts := algotest.MemWorld(t, 2)
 	h := transport.Header{Coll: transport.CollReduceScatter, DType: reduce.Float32, Op: reduce.Sum}
 	ctx := context.Background()
 	cases := []struct {
@@ -223,7 +201,7 @@ func TestReduceScatterArguments(t *testing.T) {
 
 // Ranks that disagree on counts get an error, not a hang.
 func TestReduceScatterCountsDisagree(t *testing.T) {
-	ts := memRanks(t, 3)
+	ts := algotest.MemWorld(t, 3)
 	h := transport.Header{Coll: transport.CollReduceScatter, DType: reduce.Int32, Op: reduce.Sum}
 	err := onEveryRank(ts, func(ctx context.Context, r int, tr transport.Transport) error {
 		counts := []int{2, 2, 2}

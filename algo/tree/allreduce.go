@@ -2,10 +2,11 @@ package tree
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/collkit/collkit/algo/pipeline"
 
 	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
@@ -62,7 +63,7 @@ func (c Config) AllReduce(ctx context.Context, t transport.Transport, h transpor
 			len(send), len(recv), es, h.DType)
 	}
 	if n == 1 || len(send) == 0 {
-		if !sameStart(send, recv) {
+		if !pipeline.SameBuffer(send, recv) {
 			copy(recv, send)
 		}
 		reduce.Finish(h.DType, h.Op, recv, n)
@@ -234,8 +235,8 @@ func (p *plan) ops() (list [12]op, n int) {
 func (p *plan) sequential(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte) error {
 	all, nops := p.ops()
 	ops := all[:nops]
-	stage := getStage(p.seg)
-	defer putStage(stage)
+	stage := pipeline.Stage(p.seg)
+	defer pipeline.Release(stage)
 	for k := range p.maxSegs() {
 		for _, o := range ops {
 			if k >= p.halves[o.tree].segs {
@@ -271,7 +272,7 @@ func (p *plan) wrap(tr, ph, k int, err error) error {
 
 // run is one pipelined all-reduce in progress: for each tree, up to four
 // goroutines (receive and reduce from the children, send to the parent,
-// receive from the parent, send to the children) linked by progress
+// receive from the parent, send to the children) linked by pipeline.Progress
 // counters, and gates that order the two trees' messages on links both use.
 type run struct {
 	p          plan
@@ -281,8 +282,8 @@ type run struct {
 	ctx        context.Context
 	cancel     context.CancelFunc
 
-	reduced [2]progress // segments of each tree reduced from the children (finished at the root)
-	arrived [2]progress // segments of each tree received from the parent
+	reduced [2]pipeline.Progress // segments of each tree reduced from the children (finished at the root)
+	arrived [2]pipeline.Progress // segments of each tree received from the parent
 
 	// Gates of the links this rank shares between the trees, nil where only
 	// one tree uses the link: toParent[tr], fromParent[tr], toChild[tr][i],
@@ -299,8 +300,8 @@ func (p *plan) pipelined(ctx context.Context, t transport.Transport, h transport
 	defer cancel()
 	x := &run{p: *p, t: t, h: h, send: send, recv: recv, ctx: ctx, cancel: cancel}
 	for tr := range x.reduced {
-		x.reduced[tr].wake = make(chan struct{}, 1)
-		x.arrived[tr].wake = make(chan struct{}, 1)
+		x.reduced[tr].Init()
+		x.arrived[tr].Init()
 	}
 	x.connectGates()
 
@@ -339,7 +340,7 @@ func (x *run) record(err error) {
 	x.cancel()
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if x.err == nil || isCancel(x.err) && !isCancel(err) {
+	if x.err == nil || pipeline.Canceled(x.err) && !pipeline.Canceled(err) {
 		x.err = err
 	}
 }
@@ -390,8 +391,8 @@ func (x *run) connectGates() {
 // reduces it into recv.
 func (x *run) reduceFromChildren(tr int) error {
 	p, hf := &x.p, &x.p.halves[tr]
-	stage := getStage(p.seg)
-	defer putStage(stage)
+	stage := pipeline.Stage(p.seg)
+	defer pipeline.Release(stage)
 	h := x.h
 	for k := range hf.segs {
 		lo, hi := p.bounds(tr, k)
@@ -409,7 +410,7 @@ func (x *run) reduceFromChildren(tr int) error {
 			g.leave(tr)
 			p.reduceIn(h, tr, i, lo, hi, x.send, x.recv, in)
 		}
-		x.reduced[tr].add()
+		x.reduced[tr].Add()
 	}
 	return nil
 }
@@ -425,7 +426,7 @@ func (x *run) sendToParent(tr int) error {
 		h.Step = step(tr, up, k)
 		var err error
 		if hf.nchild > 0 {
-			err = x.reduced[tr].wait(x.ctx, int64(k+1))
+			err = x.reduced[tr].Wait(x.ctx, int64(k+1))
 		}
 		if err == nil {
 			err = g.enter(x.ctx, tr, k)
@@ -457,7 +458,7 @@ func (x *run) recvFromParent(tr int) error {
 			return p.wrap(tr, down, k, err)
 		}
 		g.leave(tr)
-		x.arrived[tr].add()
+		x.arrived[tr].Add()
 	}
 	return nil
 }
@@ -475,7 +476,7 @@ func (x *run) broadcastToChildren(tr int) error {
 	for k := range hf.segs {
 		lo, hi := p.bounds(tr, k)
 		h.Step = step(tr, down, k)
-		if err := ready.wait(x.ctx, int64(k+1)); err != nil {
+		if err := ready.Wait(x.ctx, int64(k+1)); err != nil {
 			return p.wrap(tr, down, k, err)
 		}
 		for i := range hf.nchild {
@@ -544,49 +545,3 @@ func (g *gate) leave(tr int) {
 	default:
 	}
 }
-
-// progress counts segments done by one goroutine, so that another can
-// forward each one as soon as it is complete. Only one goroutine waits on
-// it.
-type progress struct {
-	done atomic.Int64
-	wake chan struct{}
-}
-
-func (g *progress) add() {
-	g.done.Add(1)
-	select {
-	case g.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (g *progress) wait(ctx context.Context, n int64) error {
-	for g.done.Load() < n {
-		select {
-		case <-g.wake:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
-}
-
-var stages sync.Pool
-
-func getStage(n int) *[]byte {
-	if b, ok := stages.Get().(*[]byte); ok && cap(*b) >= n {
-		*b = (*b)[:n]
-		return b
-	}
-	b := make([]byte, n)
-	return &b
-}
-
-func putStage(b *[]byte) { stages.Put(b) }
-
-func sameStart(a, b []byte) bool {
-	return len(a) > 0 && len(b) > 0 && &a[0] == &b[0] || len(a) == 0 && len(b) == 0
-}
-
-func isCancel(err error) bool { return errors.Is(err, context.Canceled) }

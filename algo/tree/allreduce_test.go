@@ -19,14 +19,8 @@ import (
 	"github.com/collkit/collkit/transport/tcp"
 )
 
-func memWorld(t testing.TB, n int) []transport.Transport {
-	net := mem.NewNetwork(n, mem.Config{})
-	t.Cleanup(func() { net.Close() })
-	return net.Transports()
-}
-
 func TestAllReduceMem(t *testing.T) {
-	algotest.AllReduce(t, tree.AllReduce, memWorld)
+	algotest.AllReduce(t, tree.AllReduce, algotest.MemWorld)
 }
 
 // Tiny segments force many pipelined messages per tree, with halves of
@@ -36,10 +30,10 @@ func TestAllReduceMem(t *testing.T) {
 func TestAllReduceMemTinySegments(t *testing.T) {
 	counts := []int{0, 1, 5, 17, 100, 1001}
 	t.Run("eager=0", func(t *testing.T) {
-		algotest.AllReduceWith(t, tree.Config{SegmentBytes: 24}.AllReduce, memWorld, algotest.Options{Counts: counts})
+		algotest.AllReduceWith(t, tree.Config{SegmentBytes: 24}.AllReduce, algotest.MemWorld, algotest.Options{Counts: counts})
 	})
 	t.Run("eager=-1", func(t *testing.T) {
-		algotest.AllReduceWith(t, tree.Config{SegmentBytes: 24, EagerBytes: -1}.AllReduce, memWorld, algotest.Options{
+		algotest.AllReduceWith(t, tree.Config{SegmentBytes: 24, EagerBytes: -1}.AllReduce, algotest.MemWorld, algotest.Options{
 			Counts: counts,
 			DTypes: []reduce.DType{reduce.Float32, reduce.Int64, reduce.BFloat16},
 		})
@@ -50,7 +44,7 @@ func TestAllReduceMemTinySegments(t *testing.T) {
 func TestAllReduceMemLargeWorlds(t *testing.T) {
 	for _, eager := range []int{0, -1} {
 		t.Run(fmt.Sprintf("eager=%d", eager), func(t *testing.T) {
-			algotest.AllReduceWith(t, tree.Config{SegmentBytes: 64, EagerBytes: eager}.AllReduce, memWorld, algotest.Options{
+			algotest.AllReduceWith(t, tree.Config{SegmentBytes: 64, EagerBytes: eager}.AllReduce, algotest.MemWorld, algotest.Options{
 				Sizes:  []int{9, 12, 16, 17, 31, 32, 33},
 				Counts: []int{1, 3, 100},
 				DTypes: []reduce.DType{reduce.Float32},
@@ -114,7 +108,7 @@ func (t *rendezvous) Recv(ctx context.Context, peer int, h transport.Header, p [
 }
 
 func rendezvousWorld(t testing.TB, n int) []transport.Transport {
-	ts := memWorld(t, n)
+	ts := algotest.MemWorld(t, n)
 	links := make([]*rendezvousLink, n*n)
 	for i := range links {
 		links[i] = &rendezvousLink{wake: make(chan struct{})}
@@ -142,7 +136,7 @@ type unbuffered struct{ transport.Transport }
 // in the same order.
 func TestAllReduceMixedPaths(t *testing.T) {
 	mixed := func(t testing.TB, n int) []transport.Transport {
-		ts := memWorld(t, n)
+		ts := algotest.MemWorld(t, n)
 		for r := range ts {
 			if r%2 == 1 {
 				ts[r] = unbuffered{ts[r]}
@@ -157,26 +151,9 @@ func TestAllReduceMixedPaths(t *testing.T) {
 	})
 }
 
-func tcpWorld(cfg tcp.Config) algotest.World {
-	return func(t testing.TB, n int) []transport.Transport {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		ts, err := tcp.Local(ctx, n, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := make([]transport.Transport, n)
-		for i, tr := range ts {
-			t.Cleanup(func() { tr.Close() })
-			out[i] = tr
-		}
-		return out
-	}
-}
-
 // The same table over real loopback sockets.
 func TestAllReduceTCP(t *testing.T) {
-	algotest.AllReduceWith(t, tree.AllReduce, tcpWorld(tcp.Config{}), algotest.Options{
+	algotest.AllReduceWith(t, tree.AllReduce, algotest.TCPWorldWith(tcp.Config{}), algotest.Options{
 		Counts: []int{0, 1, 7, 1000, 65537},
 	})
 }
@@ -185,7 +162,7 @@ func TestAllReduceTCP(t *testing.T) {
 // their receivers, over several streams per peer.
 func TestAllReduceTCPFlowControl(t *testing.T) {
 	algotest.AllReduceWith(t, tree.Config{SegmentBytes: 192 << 10}.AllReduce,
-		tcpWorld(tcp.Config{SocketBuffer: 32 << 10, Streams: 2}), algotest.Options{
+		algotest.TCPWorldWith(tcp.Config{SocketBuffer: 32 << 10, Streams: 2}), algotest.Options{
 			Sizes:  []int{2, 3, 4, 7},
 			Counts: []int{1, 10007, 300007},
 			DTypes: []reduce.DType{reduce.Float32},
@@ -308,7 +285,7 @@ func TestAllReduceKillNoLeak(t *testing.T) {
 
 // Caller cancellation ends the collective on every rank.
 func TestAllReduceCancel(t *testing.T) {
-	ts := memWorld(t, 4)
+	ts := algotest.MemWorld(t, 4)
 	ctx, cancel := context.WithCancel(context.Background())
 	h := transport.Header{Seq: 1, Count: 1 << 16, Root: -1, Coll: transport.CollAllReduce, DType: reduce.Float32, Op: reduce.Sum}
 	errs := make([]error, 4)
@@ -329,7 +306,7 @@ func TestAllReduceCancel(t *testing.T) {
 }
 
 func TestAllReduceBadArguments(t *testing.T) {
-	ts := memWorld(t, 1)
+	ts := algotest.MemWorld(t, 1)
 	h := transport.Header{Seq: 1, Coll: transport.CollAllReduce, DType: reduce.Float32, Op: reduce.Sum}
 	if err := tree.AllReduce(context.Background(), ts[0], h, make([]byte, 8), make([]byte, 4)); err == nil {
 		t.Error("buffers of different sizes: no error")

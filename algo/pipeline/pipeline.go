@@ -1,0 +1,85 @@
+// Package pipeline holds what every segment-pipelined algorithm needs: a
+// counter through which one goroutine tells another that segments are ready,
+// pooled staging buffers for incoming segments, and small buffer checks.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+)
+
+// Progress counts finished segments so that another goroutine can act on
+// each one as soon as it is ready. Call Init before use.
+type Progress struct {
+	done atomic.Int64
+	wake chan struct{}
+}
+
+// Init starts a new count. Call it only while nobody waits.
+func (g *Progress) Init() {
+	g.done.Store(0)
+	if g.wake == nil {
+		g.wake = make(chan struct{}, 1)
+		return
+	}
+	select {
+	case <-g.wake:
+	default:
+	}
+}
+
+// NewProgress returns an initialized Progress.
+func NewProgress() *Progress {
+	g := &Progress{}
+	g.Init()
+	return g
+}
+
+// Add records one more finished segment.
+func (g *Progress) Add() {
+	g.done.Add(1)
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Wait returns once n segments are finished, or ctx's error.
+func (g *Progress) Wait(ctx context.Context, n int64) error {
+	for g.done.Load() < n {
+		select {
+		case <-g.wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+var stages sync.Pool
+
+// Stage returns a staging buffer of n bytes from a pool; give it back with
+// Release.
+func Stage(n int) *[]byte {
+	if b, ok := stages.Get().(*[]byte); ok && cap(*b) >= n {
+		*b = (*b)[:n]
+		return b
+	}
+	b := make([]byte, n)
+	return &b
+}
+
+// Release returns a buffer from Stage to the pool.
+func Release(b *[]byte) { stages.Put(b) }
+
+// SameBuffer reports whether a and b start at the same byte (an in-place
+// call), or are both empty.
+func SameBuffer(a, b []byte) bool {
+	return len(a) > 0 && len(b) > 0 && &a[0] == &b[0] || len(a) == 0 && len(b) == 0
+}
+
+// Canceled reports whether err comes from a canceled context: the echo of
+// another goroutine's failure rather than a failure of its own.
+func Canceled(err error) bool { return errors.Is(err, context.Canceled) }
