@@ -57,13 +57,17 @@ func (c Config) AllReduce(ctx context.Context, t transport.Transport, h transpor
 		return fmt.Errorf("ring: send is %d bytes and recv %d bytes; both must be the same multiple of %d (%v)",
 			len(send), len(recv), es, h.DType)
 	}
-	if !pipeline.SameBuffer(send, recv) {
-		copy(recv, send)
-	}
 	if n == 1 || len(send) == 0 {
+		if !pipeline.SameBuffer(send, recv) {
+			copy(recv, send)
+		}
 		reduce.Finish(h.DType, h.Op, recv, n)
 		return nil
 	}
+	// Out of place needs no initial copy: every chunk of recv is written
+	// either by a reduce-scatter step (recv = send op incoming) or by the
+	// all-gather, so send is read exactly once.
+
 	seg := c.SegmentBytes
 	if seg <= 0 {
 		seg = DefaultSegmentBytes
