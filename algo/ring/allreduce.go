@@ -27,9 +27,12 @@ type Config struct {
 	EagerBytes int
 }
 
-// DefaultEagerBytes is the default Config.EagerBytes: below it, latency
-// matters more than overlapping the two directions.
-const DefaultEagerBytes = 64 << 10
+// DefaultEagerBytes is the default Config.EagerBytes. Up to it, sending a
+// whole chunk and then receiving one on a single goroutine beats handing
+// segments between a sender and a receiver goroutine: measured over loopback
+// TCP with 2 and 4 ranks on 2 cores, 1 MiB all-reduce busbw rose 10-20%
+// going from 64 KiB to 1 MiB here, while 4 MiB was no better.
+const DefaultEagerBytes = 1 << 20
 
 func (c Config) eagerBytes() int {
 	if c.EagerBytes == 0 {
