@@ -62,7 +62,10 @@ func (s *stream) poll() {
 		if ready || time.Now().After(deadline) {
 			return
 		}
+		// Give the core to whoever needs it (another rank of this job, when
+		// ranks outnumber cores) rather than only to this process's goroutines.
 		runtime.Gosched()
+		syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
 	}
 }
 
