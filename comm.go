@@ -128,7 +128,8 @@ type Options struct {
 	// Zero means 1.
 	Streams int
 	// SpinWait is how long a tcp receive polls before sleeping (see
-	// tcp.Config.SpinWait). Zero means no polling.
+	// tcp.Config.SpinWait). Zero means tcp.DefaultSpinWait; negative
+	// disables polling.
 	SpinWait time.Duration
 	// Tuning is the path of a tuning file written by `collbench tune`, used
 	// by the adaptive algorithm. Empty means $COLLKIT_TUNING, and without

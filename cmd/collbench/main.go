@@ -21,6 +21,7 @@ import (
 	"github.com/collkit/collkit/bootstrap"
 	"github.com/collkit/collkit/launch"
 	"github.com/collkit/collkit/reduce"
+	"github.com/collkit/collkit/transport/tcp"
 )
 
 // Exit statuses.
@@ -107,6 +108,14 @@ func launchLocal(ctx context.Context, opts options, args []string, stderr io.Wri
 	return 0
 }
 
+// spinWait maps the flag (0 disables) to collkit.Options (negative disables).
+func spinWait(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
 // shareCores gives each of the ranks on this host an equal share of its
 // cores (at least one) unless the user set GOMAXPROCS. Idle Go scheduler
 // threads spin looking for work; with more threads than cores across the
@@ -131,7 +140,7 @@ func worker(ctx context.Context, env bootstrap.Env, opts options, stdout io.Writ
 		Timeout:        opts.timeout,
 		Tuning:         opts.tuningIn,
 		SimulatedNodes: opts.nodes,
-		SpinWait:       opts.spinWait,
+		SpinWait:       spinWait(opts.spinWait),
 	})
 	if err != nil {
 		return usageError{err}
@@ -262,7 +271,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVarP(&op, "op", "o", "sum", "reduction: sum, prod, min, max, avg")
 	fs.Uint64Var(&o.bench.Seed, "seed", 1, "seed of the checked inputs")
 	fs.IntVar(&o.streams, "streams", 1, "TCP connections per peer")
-	fs.DurationVar(&o.spinWait, "spin-wait", 0, "poll a TCP socket this long before sleeping (lower latency when every rank has its own core)")
+	fs.DurationVar(&o.spinWait, "spin-wait", tcp.DefaultSpinWait, "poll a TCP socket this long, yielding the core between polls, before sleeping (0 disables)")
 	fs.IntVar(&o.nodes, "nodes", 0, "split the ranks into this many simulated nodes for --algo hierarchical (default: group by host name or $COLLKIT_NODE)")
 	fs.StringVar(&o.jsonPath, "json", "", "write the results as JSON to this file (rank 0)")
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "fail a collective that takes longer than this (a dead or stuck peer)")

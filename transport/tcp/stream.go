@@ -35,8 +35,11 @@ type stream struct {
 
 	// Receive side.
 	raw      syscall.RawConn
-	spin     time.Duration // how long poll spins before a read may park
-	rbuf     []byte        // header and small payload
+	spin     time.Duration    // how long poll spins before a read may park
+	peekFn   func(fd uintptr) // sets ready; made once so polling does not allocate
+	ready    bool
+	probe    [1]byte
+	rbuf     []byte // header and small payload
 	rdl      time.Time
 	rdlOK    bool
 	rfired   chan struct{}
@@ -51,15 +54,11 @@ func (s *stream) poll() {
 	if s.spin <= 0 || s.raw == nil {
 		return
 	}
-	var probe [1]byte
 	deadline := time.Now().Add(s.spin)
 	for {
-		ready := false
-		s.raw.Control(func(fd uintptr) {
-			n, _, err := syscall.Recvfrom(int(fd), probe[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-			ready = n > 0 || err != nil && err != syscall.EAGAIN
-		})
-		if ready || time.Now().After(deadline) {
+		s.ready = false
+		s.raw.Control(s.peekFn)
+		if s.ready || time.Now().After(deadline) {
 			return
 		}
 		// Give the core to whoever needs it (another rank of this job, when
@@ -78,6 +77,10 @@ func newStream(c *net.TCPConn) *stream {
 		rfired: make(chan struct{}, 1),
 	}
 	s.raw, _ = c.SyscallConn()
+	s.peekFn = func(fd uintptr) {
+		n, _, err := syscall.Recvfrom(int(fd), s.probe[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		s.ready = n > 0 || err != nil && err != syscall.EAGAIN
+	}
 	s.wabortFn = func() { s.conn.SetWriteDeadline(aLongTimeAgo); s.wfired <- struct{}{} }
 	s.rabortFn = func() { s.conn.SetReadDeadline(aLongTimeAgo); s.rfired <- struct{}{} }
 	return s
