@@ -86,7 +86,9 @@ func Write(w io.Writer, format string, reports []bench.Report) error {
 
 type pngCanvas struct{ *vgimg.Canvas }
 
-func (c pngCanvas) WriteTo(w io.Writer) (int64, error) { return vgimg.PngCanvas{Canvas: c.Canvas}.WriteTo(w) }
+func (c pngCanvas) WriteTo(w io.Writer) (int64, error) {
+	return vgimg.PngCanvas{Canvas: c.Canvas}.WriteTo(w)
+}
 
 // plots builds the bandwidth and latency plots.
 func plots(reports []bench.Report) (bw, lat *plot.Plot, err error) {
