@@ -109,7 +109,7 @@ func (r Report) WriteHeader(w io.Writer) {
 		iters = fmt.Sprintf("iters adaptive (min-time %gms, at most %d)", r.MinTimeMS, r.MaxIters)
 	}
 	fmt.Fprintf(w, "# %s, warmup %d, check %d, seed %d; times are the slowest rank's per iteration\n#\n", iters, r.Warmup, r.Check, r.Seed)
-	fmt.Fprintf(w, "# %10s %12s %8s %6s %5s   %-33s   %-33s   %-51s\n", "", "", "", "", "", "out-of-place", "in-place", "out-of-place per-iteration statistics")
+	fmt.Fprintf(w, "# %10s %12s %8s %6s %5s   %-33s   %-33s   %s\n", "", "", "", "", "", "out-of-place", "in-place", "out-of-place per-iteration statistics")
 	fmt.Fprintf(w, "# %10s %12s %8s %6s %5s   %9s %7s %7s %6s   %9s %7s %7s %6s   %6s %9s %9s %9s %9s %6s  %s\n",
 		"size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong",
 		"iters", "min", "p50", "p99", "max", "cv", "algo")
