@@ -6,12 +6,7 @@ import (
 	"os"
 
 	"github.com/collkit/collkit/bootstrap"
-	"github.com/collkit/collkit/transport"
-	"github.com/collkit/collkit/transport/tcp"
 )
-
-// Transports lists the transport names Options.Transport accepts.
-func Transports() []string { return []string{"tcp"} }
 
 // FromEnv creates a communicator from the variables a launcher sets
 // (torchrun, mpirun, srun or collbench's own --np launcher; see
@@ -36,9 +31,25 @@ func Connect(ctx context.Context, env bootstrap.Env, opts Options) (*Comm, error
 	if err != nil {
 		return nil, fmt.Errorf("collkit: rank %d: %w", env.Rank, err)
 	}
-	t, err := connectTransport(ctx, env, store, opts)
+	c, err := ConnectStore(ctx, env, store, opts)
 	if err != nil {
 		closer.Close()
+		return nil, err
+	}
+	c.closers = append(c.closers, closer)
+	return c, nil
+}
+
+// ConnectStore is Connect through a store the caller already joined (see
+// bootstrap.Rendezvous) and keeps open until the communicator is closed.
+// Every communicator of one job needs its own keys: connect the second and
+// later ones through bootstrap.WithPrefix.
+func ConnectStore(ctx context.Context, env bootstrap.Env, store bootstrap.Store, opts Options) (*Comm, error) {
+	if _, err := findAlgorithm(opts.Algorithm); err != nil {
+		return nil, fmt.Errorf("collkit: rank %d: %w", env.Rank, err)
+	}
+	t, err := connectTransport(ctx, env, store, opts)
+	if err != nil {
 		return nil, fmt.Errorf("collkit: rank %d: %w", env.Rank, err)
 	}
 	if opts.Nodes == nil && opts.SimulatedNodes == 0 {
@@ -49,7 +60,6 @@ func Connect(ctx context.Context, env bootstrap.Env, opts Options) (*Comm, error
 		names, err := bootstrap.Exchange(ctx, store, "collkit/node", env.Rank, env.Size, []byte(name))
 		if err != nil {
 			t.Close()
-			closer.Close()
 			return nil, fmt.Errorf("collkit: rank %d: exchanging node names: %w", env.Rank, err)
 		}
 		opts.Nodes = groupNames(names)
@@ -57,32 +67,7 @@ func Connect(ctx context.Context, env bootstrap.Env, opts Options) (*Comm, error
 	c, err := New(t, opts)
 	if err != nil {
 		t.Close()
-		closer.Close()
 		return nil, err
 	}
-	c.closers = append(c.closers, closer)
 	return c, nil
-}
-
-func connectTransport(ctx context.Context, env bootstrap.Env, store bootstrap.Store, opts Options) (transport.Transport, error) {
-	switch opts.Transport {
-	case "", "tcp":
-		t, err := tcp.New(tcp.Config{
-			Rank:     env.Rank,
-			Size:     env.Size,
-			JobID:    env.JobID,
-			Addr:     bootstrap.LocalAddrFor(env.StoreAddr()),
-			Streams:  opts.Streams,
-			SpinWait: opts.SpinWait,
-		})
-		if err != nil {
-			return nil, err
-		}
-		if err := t.Connect(ctx, store); err != nil {
-			t.Close()
-			return nil, err
-		}
-		return t, nil
-	}
-	return nil, fmt.Errorf("%w: unknown transport %q (use one of %v)", ErrBadArgument, opts.Transport, Transports())
 }

@@ -15,20 +15,37 @@ import (
 type Config struct {
 	MinBytes, MaxBytes int64 // sizes swept, in bytes
 	StepFactor         int64 // each size is the last times this; zero means 2
-	Iters              int   // timed iterations per size; zero means 20
-	Warmup             int   // untimed iterations before timing
-	Check              int   // checked iterations per size (0 skips the check)
-	DType              reduce.DType
-	Op                 reduce.Op
-	Seed               uint64 // seeds the checked inputs
+	// Iters is the number of timed iterations per size. Zero means
+	// adaptive when MinTime is positive (see MinTime), else 20.
+	Iters int
+	// MinTime, when Iters is zero, keeps each size iterating until the
+	// timed iterations add up to at least this long on rank 0, between
+	// MinIters and MaxIters iterations. Rank 0 decides and every rank
+	// follows, so all ranks run the same count.
+	MinTime time.Duration
+	// MinIters is the fewest iterations MinTime allows. Zero means 5.
+	MinIters int
+	// MaxIters caps MinTime's iterations (and the samples kept per size).
+	// Zero means 1000.
+	MaxIters int
+	// KeepSamples stores every iteration's time in the rows
+	// (Measurement.SamplesUS) for later comparison.
+	KeepSamples bool
+	Warmup      int // untimed iterations before timing
+	Check       int // checked iterations per size (0 skips the check)
+	DType       reduce.DType
+	Op          reduce.Op
+	Seed        uint64 // seeds the checked inputs
 }
 
 // Measurement is one timed run (out-of-place or in-place) at one size.
+// Every per-iteration figure is the slowest rank's time for that iteration.
 type Measurement struct {
-	TimeUS float64 `json:"time_us"`   // mean time per iteration of the slowest rank
+	TimeUS float64 `json:"time_us"`   // mean over iterations of the slowest rank's time
 	AlgBW  float64 `json:"algbw_gbs"` // bytes / time, GB/s (1e9)
 	BusBW  float64 `json:"busbw_gbs"` // algbw x the collective's bus factor
 	Wrong  int64   `json:"wrong"`     // wrong elements, summed over ranks and check iterations
+	Stats
 }
 
 // Row is one size of a sweep.
@@ -66,7 +83,7 @@ func AllReduceBusFactor(n int) float64 { return 2 * float64(n-1) / float64(n) }
 // with every finished row, on every rank. The returned rows hold the slowest
 // rank's times and the wrong counts of all ranks.
 func Run(ctx context.Context, c *collkit.Comm, cfg Config, each func(Row)) ([]Row, error) {
-	if cfg.Iters == 0 {
+	if cfg.Iters == 0 && cfg.MinTime <= 0 {
 		cfg.Iters = 20
 	}
 	sizes := cfg.Sizes()
@@ -88,10 +105,10 @@ func Run(ctx context.Context, c *collkit.Comm, cfg Config, each func(Row)) ([]Ro
 			Algorithm: c.Choose(size)}
 		s, r := send[:size], recv[:size]
 		var err error
-		if row.OutOfPlace.TimeUS, err = timeIt(ctx, c, cfg, s, r); err != nil {
+		if row.OutOfPlace, err = measure(ctx, c, cfg, s, r); err != nil {
 			return rows, err
 		}
-		if row.InPlace.TimeUS, err = timeIt(ctx, c, cfg, r, r); err != nil {
+		if row.InPlace, err = measure(ctx, c, cfg, r, r); err != nil {
 			return rows, err
 		}
 		if cfg.Check > 0 {
@@ -110,29 +127,6 @@ func Run(ctx context.Context, c *collkit.Comm, cfg Config, each func(Row)) ([]Ro
 		}
 	}
 	return rows, nil
-}
-
-// timeIt returns the slowest rank's mean microseconds per all-reduce.
-func timeIt(ctx context.Context, c *collkit.Comm, cfg Config, send, recv []byte) (float64, error) {
-	for range cfg.Warmup {
-		if err := c.AllReduce(ctx, cfg.DType, cfg.Op, send, recv); err != nil {
-			return 0, err
-		}
-	}
-	if err := barrier(ctx, c); err != nil {
-		return 0, err
-	}
-	start := time.Now()
-	for range cfg.Iters {
-		if err := c.AllReduce(ctx, cfg.DType, cfg.Op, send, recv); err != nil {
-			return 0, err
-		}
-	}
-	us := []float64{float64(time.Since(start).Nanoseconds()) / 1e3 / float64(cfg.Iters)}
-	if err := collkit.AllReduce(ctx, c, us, us, collkit.Max); err != nil {
-		return 0, err
-	}
-	return us[0], nil
 }
 
 // check runs cfg.Check verified iterations out of place and in place and

@@ -32,11 +32,12 @@ const (
 
 // options are collbench's flags after validation.
 type options struct {
-	tune           bool     // the tune subcommand
-	algos          []string // --algo, expanded
-	tuningIn       string   // --tuning: tuning file for adaptive
-	tuneOut        string   // tune --output
-	transport      string
+	tune           bool          // the tune subcommand
+	algos          []string      // --algo, expanded
+	tuningIn       string        // --tuning: tuning file for adaptive
+	tuneOut        string        // tune --output
+	transports     []string      // --transport, expanded to those that can run here
+	skipped        []unavailable // --transport names that cannot run here, with why
 	np             int
 	npSet          bool
 	streams        int
@@ -44,6 +45,11 @@ type options struct {
 	spinWait       time.Duration
 	bench          bench.Config
 	jsonPath       string
+	csvPath        string
+	plotPath       string
+	quiet          bool
+	gates          gates
+	baseline       *bench.File // --baseline, read before the run
 	timeout        time.Duration
 	connectTimeout time.Duration
 }
@@ -61,6 +67,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	if len(args) > 0 {
+		switch args[0] {
+		case "compare":
+			return runCompare(args[1:], stdout, stderr)
+		case "plot":
+			return runPlot(args[1:], stdout, stderr)
+		}
+	}
 	opts, err := parseFlags(args, stderr)
 	if errors.Is(err, pflag.ErrHelp) {
 		return 0
@@ -132,51 +146,50 @@ func shareCores(env bootstrap.Env) {
 func worker(ctx context.Context, env bootstrap.Env, opts options, stdout io.Writer) error {
 	shareCores(env)
 	setup, cancel := context.WithTimeout(ctx, opts.connectTimeout)
-	defer cancel()
-	comm, err := collkit.Connect(setup, env, collkit.Options{
-		Algorithm:      opts.algos[0],
-		Transport:      opts.transport,
-		Streams:        opts.streams,
-		Timeout:        opts.timeout,
-		Tuning:         opts.tuningIn,
-		SimulatedNodes: opts.nodes,
-		SpinWait:       spinWait(opts.spinWait),
-	})
+	store, closer, err := bootstrap.Rendezvous(setup, env)
+	cancel()
 	if err != nil {
-		return usageError{err}
+		return usageError{fmt.Errorf("collkit: rank %d: %w", env.Rank, err)}
 	}
-	defer comm.Close()
+	defer closer.Close()
 
-	lead := comm.Rank() == 0
+	lead := env.Rank == 0
 	out := io.Discard
+	prog := newProgress(lead && !opts.quiet, len(opts.transports)*len(opts.algos)*len(opts.bench.Sizes()))
+	defer prog.Finish()
 	if lead {
-		out = stdout
+		out = prog.Writer(stdout)
 	}
+	writeSkipped(out, opts.skipped)
 	var reports []bench.Report
-	for _, algo := range opts.algos {
-		if err := comm.SetAlgorithm(algo); err != nil {
-			return usageError{err}
-		}
-		report, err := runOne(ctx, comm, opts, out)
+	for _, tr := range opts.transports {
+		rs, err := runTransport(ctx, env, store, tr, opts, out, prog)
+		reports = append(reports, rs...)
 		if err != nil {
 			return err
 		}
-		reports = append(reports, report)
 	}
+	prog.Finish()
 	if opts.tune {
-		return writeTuning(opts, comm, reports, lead)
+		return writeTuning(opts, reports, lead)
 	}
 	if len(reports) > 1 {
-		compare(out, reports)
-	}
-	if lead && opts.jsonPath != "" {
-		if err := bench.WriteJSONFile(opts.jsonPath, reports); err != nil {
-			return err
-		}
+		writeMatrix(out, reports, opts.skipped)
 	}
 	var wrong int64
 	for _, r := range reports {
 		wrong += r.Wrong
+	}
+	if lead {
+		file := bench.File{Schema: bench.SchemaVersion, Environment: bench.CurrentEnvironment(), Reports: reports}
+		if err := writeOutputs(opts.jsonPath, opts.csvPath, opts.plotPath, file); err != nil {
+			return err
+		}
+		if wrong == 0 {
+			if err := applyGates(out, opts.gates, opts.baseline, file); err != nil {
+				return err
+			}
+		}
 	}
 	if wrong > 0 {
 		return fmt.Errorf("%d wrong elements summed over all ranks: the results are incorrect", wrong)
@@ -184,14 +197,53 @@ func worker(ctx context.Context, env bootstrap.Env, opts options, stdout io.Writ
 	return nil
 }
 
+// runTransport connects the named transport (with its own keys in the
+// job's store) and sweeps every algorithm over it.
+func runTransport(ctx context.Context, env bootstrap.Env, store bootstrap.Store, tr string, opts options, out io.Writer, prog *progress) ([]bench.Report, error) {
+	setup, cancel := context.WithTimeout(ctx, opts.connectTimeout)
+	defer cancel()
+	comm, err := collkit.ConnectStore(setup, env, bootstrap.WithPrefix(store, "collbench/"+tr+"/"), collkit.Options{
+		Algorithm:      opts.algos[0],
+		Transport:      tr,
+		Streams:        opts.streams,
+		Timeout:        opts.timeout,
+		Tuning:         opts.tuningIn,
+		SimulatedNodes: opts.nodes,
+		SpinWait:       spinWait(opts.spinWait),
+	})
+	if err != nil {
+		return nil, usageError{err}
+	}
+	defer comm.Close()
+	var reports []bench.Report
+	for _, algo := range opts.algos {
+		if err := comm.SetAlgorithm(algo); err != nil {
+			return reports, usageError{err}
+		}
+		prog.Describe(algo + "/" + tr)
+		report, err := runOne(ctx, comm, tr, opts, out, prog)
+		if err != nil {
+			return reports, err
+		}
+		reports = append(reports, report)
+	}
+	return reports, nil
+}
+
 // runOne sweeps the sizes with the communicator's current algorithm.
-func runOne(ctx context.Context, comm *collkit.Comm, opts options, out io.Writer) (bench.Report, error) {
+func runOne(ctx context.Context, comm *collkit.Comm, tr string, opts options, out io.Writer, prog *progress) (bench.Report, error) {
 	report := bench.NewReport()
-	report.Collective, report.Algorithm, report.Transport = "allreduce", comm.Algorithm(), opts.transport
-	report.Ranks, report.Streams = comm.Size(), opts.streams
+	report.Collective, report.Algorithm, report.Transport = "allreduce", comm.Algorithm(), tr
+	report.Ranks, report.Streams, report.TransportSettings = comm.Size(), opts.streams, transportSettings(opts)
 	report.Iters, report.Warmup, report.Check, report.Seed = opts.bench.Iters, opts.bench.Warmup, opts.bench.Check, opts.bench.Seed
+	if report.Iters == 0 {
+		report.MinTimeMS, report.MaxIters = float64(opts.bench.MinTime.Microseconds())/1e3, opts.bench.MaxIters
+	}
 	report.WriteHeader(out)
-	rows, err := bench.Run(ctx, comm, opts.bench, func(row bench.Row) { bench.WriteRow(out, row) })
+	rows, err := bench.Run(ctx, comm, opts.bench, func(row bench.Row) {
+		bench.WriteRow(out, row)
+		prog.Add(1)
+	})
 	if err != nil {
 		return report, err
 	}
@@ -200,41 +252,10 @@ func runOne(ctx context.Context, comm *collkit.Comm, opts options, out io.Writer
 	return report, nil
 }
 
-// compare prints, per size, every algorithm's out-of-place time with the
-// fastest marked.
-func compare(w io.Writer, reports []bench.Report) {
-	fmt.Fprintf(w, "# Comparison (out-of-place time in us, * = fastest)\n# %10s", "size")
-	for _, r := range reports {
-		fmt.Fprintf(w, " %16s", r.Algorithm)
-	}
-	fmt.Fprintf(w, "  %s\n", "winner")
-	for i, row := range reports[0].Rows {
-		best := 0
-		for j, r := range reports {
-			if r.Rows[i].OutOfPlace.TimeUS < reports[best].Rows[i].OutOfPlace.TimeUS {
-				best = j
-			}
-		}
-		fmt.Fprintf(w, "  %10d", row.Bytes)
-		for j, r := range reports {
-			mark := " "
-			if j == best {
-				mark = "*"
-			}
-			cell := fmt.Sprintf("%.2f%s", r.Rows[i].OutOfPlace.TimeUS, mark)
-			if r.Algorithm == "adaptive" {
-				cell = fmt.Sprintf("(%s) %s", r.Rows[i].Algorithm, cell)
-			}
-			fmt.Fprintf(w, " %16s", cell)
-		}
-		fmt.Fprintf(w, "  %s\n", reports[best].Algorithm)
-	}
-}
-
 // writeTuning fits the cost model to the sweep of every algorithm and saves
 // the tuning file (rank 0).
-func writeTuning(opts options, comm *collkit.Comm, reports []bench.Report, lead bool) error {
-	table := bench.Tune(reports, opts.transport)
+func writeTuning(opts options, reports []bench.Report, lead bool) error {
+	table := bench.Tune(reports, opts.transports[0])
 	if !lead {
 		return nil
 	}
@@ -242,7 +263,7 @@ func writeTuning(opts options, comm *collkit.Comm, reports []bench.Report, lead 
 		return err
 	}
 	fmt.Printf("# tuning for %d ranks over %s written to %s (use: collbench --algo adaptive --tuning %s)\n",
-		comm.Size(), opts.transport, opts.tuneOut, opts.tuneOut)
+		reports[0].Ranks, opts.transports[0], opts.tuneOut, opts.tuneOut)
 	return nil
 }
 
@@ -251,20 +272,22 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	fs.SortFlags = false
 	var o options
-	var size, minB, maxB, dtype, op, algo string
+	var size, minB, maxB, dtype, op, algo, transports, tolerance, baseline string
 	if len(args) > 0 && args[0] == "tune" {
 		o.tune, args = true, args[1:]
 		fs.StringVar(&o.tuneOut, "output", "collkit-tune.json", "tune: where to write the tuning file")
 	}
 	fs.StringVarP(&algo, "algo", "a", "ring", "all-reduce algorithm, a comma-separated list, or all: "+strings.Join(collkit.Algorithms(), ", "))
 	fs.StringVar(&o.tuningIn, "tuning", "", "tuning file from 'collbench tune' for --algo adaptive (default $COLLKIT_TUNING)")
-	fs.StringVarP(&o.transport, "transport", "t", "tcp", "transport: "+strings.Join(collkit.Transports(), ", "))
+	fs.StringVarP(&transports, "transport", "t", "tcp", "transport, a comma-separated list, or all: "+strings.Join(collkit.Transports(), ", "))
 	fs.IntVar(&o.np, "np", 4, "ranks to launch on this machine when no launcher set RANK/WORLD_SIZE")
 	fs.StringVar(&size, "size", "", "one message size in bytes (K/M/G suffixes); sets -b and -e")
 	fs.StringVarP(&minB, "minbytes", "b", "8", "smallest message size in bytes (K/M/G suffixes)")
 	fs.StringVarP(&maxB, "maxbytes", "e", "64M", "largest message size in bytes (K/M/G suffixes)")
 	fs.Int64VarP(&o.bench.StepFactor, "stepfactor", "f", 2, "multiply the size by this between steps")
-	fs.IntVarP(&o.bench.Iters, "iters", "n", 20, "timed iterations per size")
+	fs.IntVarP(&o.bench.Iters, "iters", "n", 0, "timed iterations per size (default: as many as --min-time takes)")
+	fs.DurationVar(&o.bench.MinTime, "min-time", 100*time.Millisecond, "without -n: iterate each size until this much time is spent timing it")
+	fs.IntVar(&o.bench.MaxIters, "max-iters", 1000, "without -n: at most this many iterations per size")
 	fs.IntVarP(&o.bench.Warmup, "warmup_iters", "w", 5, "untimed warm-up iterations per size")
 	fs.IntVarP(&o.bench.Check, "check", "c", 1, "verified iterations per size (0 disables the check)")
 	fs.StringVarP(&dtype, "datatype", "d", "float32", "element type: float32, float64, int32, int64, uint8, float16, bfloat16")
@@ -273,11 +296,17 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.streams, "streams", 1, "TCP connections per peer")
 	fs.DurationVar(&o.spinWait, "spin-wait", tcp.DefaultSpinWait, "poll a TCP socket this long, yielding the core between polls, before sleeping (0 disables)")
 	fs.IntVar(&o.nodes, "nodes", 0, "split the ranks into this many simulated nodes for --algo hierarchical (default: group by host name or $COLLKIT_NODE)")
-	fs.StringVar(&o.jsonPath, "json", "", "write the results as JSON to this file (rank 0)")
+	fs.StringVar(&o.jsonPath, "json", "", "write the results as JSON to this file (rank 0; schema in bench/SCHEMA.md)")
+	fs.StringVar(&o.csvPath, "csv", "", "write the results as CSV to this file (rank 0)")
+	fs.StringVar(&o.plotPath, "plot", "", "draw busbw and latency against size to this .png or .svg file (rank 0)")
+	fs.StringVar(&baseline, "baseline", "", "compare with this earlier --json result and fail (exit 1) on a regression beyond --tolerance")
+	addGateFlags(fs, &tolerance, &o.gates.minBW)
+	fs.BoolVarP(&o.quiet, "quiet", "q", false, "no progress bar on stderr")
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "fail a collective that takes longer than this (a dead or stuck peer)")
 	fs.DurationVar(&o.connectTimeout, "connect-timeout", 30*time.Second, "give up meeting the other ranks after this long")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: collbench [flags]\n\nMeasures and verifies all-reduce between local ranks (or ranks started by torchrun, mpirun or srun).\n\nFlags:\n%s", fs.FlagUsages())
+		fmt.Fprintf(stderr, "Usage: collbench [flags]\n       collbench tune [flags]\n       collbench compare BASE.json NEW.json [--tolerance 10%%] [--min-bw GB/s]\n       collbench plot RESULT.json... [-o FILE.png|FILE.svg]\n\n"+
+			"Measures and verifies all-reduce between local ranks (or ranks started by torchrun, mpirun or srun).\n\nFlags:\n%s", fs.FlagUsages())
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -302,9 +331,28 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.algos, err = parseAlgos(algo, o.tune); err != nil {
 		return o, err
 	}
-	if !slices.Contains(collkit.Transports(), o.transport) {
-		return o, fmt.Errorf("--transport %q: unknown transport (use one of %s)", o.transport, strings.Join(collkit.Transports(), ", "))
+	if o.transports, o.skipped, err = parseTransports(transports, collkit.Transports(), collkit.TransportAvailable); err != nil {
+		return o, err
 	}
+	if o.tune && len(o.transports) > 1 {
+		return o, fmt.Errorf("--transport %s: tune fits one transport at a time; name one", transports)
+	}
+	if o.gates.tolerance, err = parseTolerance(tolerance); err != nil {
+		return o, err
+	}
+	if o.plotPath != "" {
+		if err := checkPlotPath(o.plotPath); err != nil {
+			return o, err
+		}
+	}
+	if baseline != "" {
+		f, err := bench.ReadJSONFile(baseline)
+		if err != nil {
+			return o, fmt.Errorf("--baseline: %w", err)
+		}
+		o.gates.baseline, o.baseline = baseline, &f
+	}
+	o.bench.KeepSamples = true // for --json and --baseline comparisons
 	es := int64(o.bench.DType.Size())
 	flagName := map[bool]string{true: "--size", false: "--minbytes"}[size != ""]
 	if o.bench.MinBytes, err = parseSize(flagName, minB, es); err != nil {
@@ -321,8 +369,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("--np %d: the number of ranks must be at least 1", o.np)
 	case o.bench.StepFactor < 2:
 		return o, fmt.Errorf("--stepfactor %d: must be at least 2", o.bench.StepFactor)
-	case o.bench.Iters < 1:
-		return o, fmt.Errorf("--iters %d: must be at least 1", o.bench.Iters)
+	case o.bench.Iters < 0:
+		return o, fmt.Errorf("--iters %d: must be at least 1 (or left out for --min-time)", o.bench.Iters)
+	case o.bench.Iters == 0 && (o.bench.MinTime <= 0 || o.bench.MaxIters < 1):
+		return o, fmt.Errorf("--min-time %v, --max-iters %d: without -n both must be positive", o.bench.MinTime, o.bench.MaxIters)
+	case o.gates.minBW < 0:
+		return o, fmt.Errorf("--min-bw %g: must not be negative", o.gates.minBW)
 	case o.bench.Warmup < 0 || o.bench.Check < 0:
 		return o, fmt.Errorf("--warmup_iters and --check must not be negative")
 	case o.nodes < 0 || o.nodes > o.np && o.npSet:

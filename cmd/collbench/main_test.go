@@ -130,6 +130,12 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"unknown algorithm", nil, []string{"--algo", "nope"}, `--algo "nope": unknown algorithm`},
 		{"unknown transport", nil, []string{"--transport", "carrier-pigeon"}, "unknown transport"},
+		{"plot format", nil, []string{"--plot", "out.gif"}, "must end in .png or .svg"},
+		{"bad tolerance", nil, []string{"--tolerance", "lots"}, "--tolerance"},
+		{"missing baseline", nil, []string{"--baseline", "/nonexistent/base.json"}, "--baseline"},
+		{"compare one file", nil, []string{"compare", "a.json"}, "want two result files"},
+		{"compare missing file", nil, []string{"compare", "/nonexistent/a.json", "/nonexistent/b.json"}, "baseline"},
+		{"plot nothing", nil, []string{"plot"}, "at least one result file"},
 		{"unknown dtype", nil, []string{"-d", "complex128"}, "data type"},
 		{"unknown op", nil, []string{"-o", "xor"}, "reduction op"},
 		{"size not a multiple", nil, []string{"--size", "6", "-d", "float32"}, "not a multiple of the element size 4"},

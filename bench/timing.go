@@ -1,0 +1,146 @@
+package bench
+
+import (
+	"context"
+	"math"
+	"time"
+
+	"github.com/montanaflynn/stats"
+
+	"github.com/collkit/collkit"
+)
+
+// Stats summarises the per-iteration times of one measurement. Each
+// iteration's time is the slowest rank's time for that iteration.
+type Stats struct {
+	Iters int     `json:"iters"`  // timed iterations
+	MinUS float64 `json:"min_us"` // fastest iteration
+	P50US float64 `json:"p50_us"` // median iteration
+	P99US float64 `json:"p99_us"` // 99th percentile (linear interpolation)
+	MaxUS float64 `json:"max_us"` // slowest iteration
+	// CV is the coefficient of variation: sample standard deviation over
+	// the mean. Zero with fewer than two iterations.
+	CV float64 `json:"cv"`
+	// SamplesUS holds every iteration's time when Config.KeepSamples is
+	// set; `collbench compare` tests them.
+	SamplesUS []float64 `json:"samples_us,omitempty"`
+}
+
+// Summarize computes the statistics of per-iteration times in microseconds
+// and returns them with their mean. It keeps the samples when keep is set.
+func Summarize(us []float64, keep bool) (Stats, float64) {
+	if len(us) == 0 {
+		return Stats{}, 0
+	}
+	data := stats.Float64Data(us)
+	var s Stats
+	s.Iters = len(us)
+	s.MinUS, _ = stats.Min(data)
+	s.MaxUS, _ = stats.Max(data)
+	s.P50US, _ = stats.Percentile(data, 50)
+	s.P99US, _ = stats.Percentile(data, 99)
+	mean, _ := stats.Mean(data)
+	if len(us) > 1 {
+		if cv, err := stats.CoefficientOfVariation(data); err == nil && !math.IsNaN(cv) {
+			s.CV = cv
+		}
+	}
+	if keep {
+		s.SamplesUS = make([]float64, len(us))
+		for i, v := range us {
+			s.SamplesUS[i] = math.Round(v*1000) / 1000 // ns resolution is all a clock gives
+		}
+	}
+	return s, mean
+}
+
+// measure times all-reduces of send into recv and returns the slowest
+// rank's per-iteration statistics (Wrong, AlgBW and BusBW are left zero).
+func measure(ctx context.Context, c *collkit.Comm, cfg Config, send, recv []byte) (Measurement, error) {
+	for range cfg.Warmup {
+		if err := c.AllReduce(ctx, cfg.DType, cfg.Op, send, recv); err != nil {
+			return Measurement{}, err
+		}
+	}
+	if err := barrier(ctx, c); err != nil {
+		return Measurement{}, err
+	}
+	timed := func(us []float64, n int) ([]float64, error) {
+		for range n {
+			start := time.Now()
+			if err := c.AllReduce(ctx, cfg.DType, cfg.Op, send, recv); err != nil {
+				return us, err
+			}
+			us = append(us, float64(time.Since(start).Nanoseconds())/1e3)
+		}
+		return us, nil
+	}
+	var us []float64
+	var err error
+	if cfg.Iters > 0 {
+		us, err = timed(make([]float64, 0, cfg.Iters), cfg.Iters)
+	} else {
+		us, err = timedAdaptive(ctx, c, cfg, timed)
+	}
+	if err != nil {
+		return Measurement{}, err
+	}
+	// One collective at the end makes each iteration's time the slowest
+	// rank's time for that iteration, without disturbing the timed loop.
+	if err := collkit.AllReduce(ctx, c, us, us, collkit.Max); err != nil {
+		return Measurement{}, err
+	}
+	var m Measurement
+	m.Stats, m.TimeUS = Summarize(us, cfg.KeepSamples)
+	return m, nil
+}
+
+// timedAdaptive runs batches of timed iterations until rank 0 has spent
+// cfg.MinTime in them (within cfg.MinIters..cfg.MaxIters). After each batch
+// rank 0 sizes the next one and every rank learns it through an all-reduce
+// (Max over rank 0's count and everyone else's zero), so all ranks stop
+// after the same iteration.
+func timedAdaptive(ctx context.Context, c *collkit.Comm, cfg Config, timed func([]float64, int) ([]float64, error)) ([]float64, error) {
+	minIters, maxIters := cfg.MinIters, cfg.MaxIters
+	if minIters <= 0 {
+		minIters = 5
+	}
+	if maxIters <= 0 {
+		maxIters = 1000
+	}
+	minIters = min(minIters, maxIters)
+	us := make([]float64, 0, minIters)
+	var spent float64 // microseconds in timed iterations on this rank
+	for batch := int64(minIters); batch > 0; {
+		start := len(us)
+		var err error
+		if us, err = timed(us, int(batch)); err != nil {
+			return us, err
+		}
+		for _, v := range us[start:] {
+			spent += v
+		}
+		next := []int64{0}
+		if c.Rank() == 0 {
+			next[0] = int64(nextBatch(len(us), spent, cfg.MinTime, maxIters))
+		}
+		if err := collkit.AllReduce(ctx, c, next, next, collkit.Max); err != nil {
+			return us, err
+		}
+		batch = next[0]
+	}
+	return us, nil
+}
+
+// nextBatch sizes the next batch: enough iterations to reach minTime at the
+// pace so far (plus a fifth), growing at most tenfold, never past maxIters;
+// zero when done.
+func nextBatch(done int, spentUS float64, minTime time.Duration, maxIters int) int {
+	want := float64(minTime.Microseconds())
+	if done >= maxIters || spentUS >= want || done == 0 {
+		return 0
+	}
+	perIter := spentUS / float64(done)
+	n := math.Ceil((want - spentUS) / max(perIter, 1e-3) * 1.2)
+	return max(1, int(min(n, float64(10*done), float64(maxIters-done))))
+}

@@ -1,0 +1,21 @@
+package bootstrap
+
+import "context"
+
+// WithPrefix returns a view of s whose keys all start with prefix, so that
+// several communicators of one job can meet through the same store without
+// reading each other's keys (Gloo's PrefixStore).
+func WithPrefix(s Store, prefix string) Store { return prefixed{s, prefix} }
+
+type prefixed struct {
+	s      Store
+	prefix string
+}
+
+func (p prefixed) Set(ctx context.Context, key string, value []byte) error {
+	return p.s.Set(ctx, p.prefix+key, value)
+}
+
+func (p prefixed) Get(ctx context.Context, key string) ([]byte, error) {
+	return p.s.Get(ctx, p.prefix+key)
+}
