@@ -1,0 +1,4 @@
+package collkit
+
+// subState is what a communicator knows about sub-communicators.
+type subState struct{}
