@@ -283,13 +283,18 @@ func (c *Comm) Close() error {
 // elements of dt. send and recv have the same length, a multiple of
 // dt.Size(); recv may be send itself (in place).
 func (c *Comm) AllReduce(ctx context.Context, dt DType, op Op, send, recv []byte) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.usable(); err != nil {
-		return err
-	}
 	if err := checkBuffers(dt, op, send, recv); err != nil {
 		return fmt.Errorf("collkit: rank %d: allreduce: %w", c.Rank(), err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.allReduce(ctx, dt, op, send, recv)
+}
+
+// allReduce runs a checked all-reduce. The caller holds c.mu.
+func (c *Comm) allReduce(ctx context.Context, dt DType, op Op, send, recv []byte) error {
+	if err := c.usable(); err != nil {
+		return err
 	}
 	h := transport.Header{
 		Seq:   c.seq,

@@ -92,14 +92,24 @@ func header(coll transport.Coll, dt DType, op Op, count int, root int, algo uint
 // passes a buffer of the same length. Small buffers go down a binomial tree,
 // large ones along a pipelined chain.
 func (c *Comm) Broadcast(ctx context.Context, dt DType, buf []byte, root int) error {
+	run, err := c.broadcastOp(dt, buf, root)
+	if err != nil {
+		return err
+	}
+	return c.locked(func() error { return run(ctx) })
+}
+
+func (c *Comm) broadcastOp(dt DType, buf []byte, root int) (func(context.Context) error, error) {
 	const what = "broadcast"
 	if err := c.checkDType(what, dt, buf); err != nil {
-		return err
+		return nil, err
 	}
 	if err := c.checkRoot(what, root); err != nil {
-		return err
+		return nil, err
 	}
-	return c.locked(func() error { return c.broadcast(ctx, dt, buf, root) })
+	return func(ctx context.Context) error {
+		return c.broadcast(ctx, dt, buf, root)
+	}, nil
 }
 
 func (c *Comm) broadcast(ctx context.Context, dt DType, buf []byte, root int) error {
@@ -120,20 +130,28 @@ func (c *Comm) broadcast(ctx context.Context, dt DType, buf []byte, root int) er
 // itself (in place); other ranks may pass nil. Small buffers are reduced up
 // a binomial tree, large ones by a ring reduce-scatter and a gather.
 func (c *Comm) Reduce(ctx context.Context, dt DType, op Op, send, recv []byte, root int) error {
+	run, err := c.reduceOp(dt, op, send, recv, root)
+	if err != nil {
+		return err
+	}
+	return c.locked(func() error { return run(ctx) })
+}
+
+func (c *Comm) reduceOp(dt DType, op Op, send, recv []byte, root int) (func(context.Context) error, error) {
 	const what = "reduce"
 	if err := c.checkDType(what, dt, send); err != nil {
-		return err
+		return nil, err
 	}
 	if !op.Valid() {
-		return c.badArg(what, "reduction op %v", op)
+		return nil, c.badArg(what, "reduction op %v", op)
 	}
 	if err := c.checkRoot(what, root); err != nil {
-		return err
+		return nil, err
 	}
 	if (c.Rank() == root || recv != nil) && len(recv) != len(send) {
-		return c.badArg(what, "send buffer is %d bytes but recv buffer is %d; they must be the same size (non-root ranks may pass a nil recv)", len(send), len(recv))
+		return nil, c.badArg(what, "send buffer is %d bytes but recv buffer is %d; they must be the same size (non-root ranks may pass a nil recv)", len(send), len(recv))
 	}
-	return c.locked(func() error {
+	return func(ctx context.Context) error {
 		h := header(transport.CollReduce, dt, op, len(send)/dt.Size(), root, algoBinomial)
 		if len(send) <= c.treeBytes {
 			return c.runColl(ctx, "reduce (binomial tree)", h, func(ctx context.Context, t transport.Transport, h transport.Header) error {
@@ -144,27 +162,35 @@ func (c *Comm) Reduce(ctx context.Context, dt DType, op Op, send, recv []byte, r
 		return c.runColl(ctx, "reduce (ring)", h, func(ctx context.Context, t transport.Transport, h transport.Header) error {
 			return ring.Reduce(ctx, t, h, send, recv, root)
 		})
-	})
+	}, nil
 }
 
 // AllGather gathers every rank's send, all of the same length, into recv on
 // every rank: recv holds Size() blocks, block k from rank k. send may be
 // recv's own block (in place). It runs a pipelined ring.
 func (c *Comm) AllGather(ctx context.Context, dt DType, send, recv []byte) error {
+	run, err := c.allGatherOp(dt, send, recv)
+	if err != nil {
+		return err
+	}
+	return c.locked(func() error { return run(ctx) })
+}
+
+func (c *Comm) allGatherOp(dt DType, send, recv []byte) (func(context.Context) error, error) {
 	const what = "allgather"
 	if err := c.checkDType(what, dt, send, recv); err != nil {
-		return err
+		return nil, err
 	}
 	n := c.Size()
 	if len(recv) != n*len(send) {
-		return c.badArg(what, "recv is %d bytes but %d ranks send %d bytes each; recv must hold %d bytes", len(recv), n, len(send), n*len(send))
+		return nil, c.badArg(what, "recv is %d bytes but %d ranks send %d bytes each; recv must hold %d bytes", len(recv), n, len(send), n*len(send))
 	}
-	return c.locked(func() error {
+	return func(ctx context.Context) error {
 		return c.runColl(ctx, what, header(transport.CollAllGather, dt, 0, len(recv)/dt.Size(), -1, algoRing),
 			func(ctx context.Context, t transport.Transport, h transport.Header) error {
 				return ring.AllGather(ctx, t, h, send, recv, c.evenCounts(len(send)/dt.Size()))
 			})
-	})
+	}, nil
 }
 
 // evenCounts is n copies of count.
@@ -181,69 +207,93 @@ func (c *Comm) evenCounts(count int) []int {
 // recv may be send's own block (in place; send's other blocks then hold
 // partial results afterwards). It runs a pipelined ring.
 func (c *Comm) ReduceScatter(ctx context.Context, dt DType, op Op, send, recv []byte) error {
-	const what = "reducescatter"
-	if err := c.checkDType(what, dt, send, recv); err != nil {
+	run, err := c.reduceScatterOp(dt, op, send, recv)
+	if err != nil {
 		return err
 	}
+	return c.locked(func() error { return run(ctx) })
+}
+
+func (c *Comm) reduceScatterOp(dt DType, op Op, send, recv []byte) (func(context.Context) error, error) {
+	const what = "reducescatter"
+	if err := c.checkDType(what, dt, send, recv); err != nil {
+		return nil, err
+	}
 	if !op.Valid() {
-		return c.badArg(what, "reduction op %v", op)
+		return nil, c.badArg(what, "reduction op %v", op)
 	}
 	n := c.Size()
 	if len(send) != n*len(recv) {
-		return c.badArg(what, "send is %d bytes but must hold %d blocks of recv's %d bytes (%d bytes)", len(send), n, len(recv), n*len(recv))
+		return nil, c.badArg(what, "send is %d bytes but must hold %d blocks of recv's %d bytes (%d bytes)", len(send), n, len(recv), n*len(recv))
 	}
-	return c.locked(func() error {
+	return func(ctx context.Context) error {
 		return c.runColl(ctx, what, header(transport.CollReduceScatter, dt, op, len(send)/dt.Size(), -1, algoRing),
 			func(ctx context.Context, t transport.Transport, h transport.Header) error {
 				return ring.ReduceScatter(ctx, t, h, send, recv, c.evenCounts(len(recv)/dt.Size()))
 			})
-	})
+	}, nil
 }
 
 // Gather collects every rank's send, all of the same length, into recv on
 // rank root, block k from rank k. recv is used only at the root, where it
 // holds Size() blocks; other ranks may pass nil. It runs a binomial tree.
 func (c *Comm) Gather(ctx context.Context, dt DType, send, recv []byte, root int) error {
-	const what = "gather"
-	if err := c.checkDType(what, dt, send, recv); err != nil {
+	run, err := c.gatherOp(dt, send, recv, root)
+	if err != nil {
 		return err
 	}
+	return c.locked(func() error { return run(ctx) })
+}
+
+func (c *Comm) gatherOp(dt DType, send, recv []byte, root int) (func(context.Context) error, error) {
+	const what = "gather"
+	if err := c.checkDType(what, dt, send, recv); err != nil {
+		return nil, err
+	}
 	if err := c.checkRoot(what, root); err != nil {
-		return err
+		return nil, err
 	}
 	n := c.Size()
 	if c.Rank() == root && len(recv) != n*len(send) {
-		return c.badArg(what, "root's recv is %d bytes but %d ranks send %d bytes each; recv must hold %d bytes", len(recv), n, len(send), n*len(send))
+		return nil, c.badArg(what, "root's recv is %d bytes but %d ranks send %d bytes each; recv must hold %d bytes", len(recv), n, len(send), n*len(send))
 	}
-	return c.locked(func() error {
+	return func(ctx context.Context) error {
 		return c.runColl(ctx, what, header(transport.CollGather, dt, 0, n*len(send)/dt.Size(), root, algoBinomial),
 			func(ctx context.Context, t transport.Transport, h transport.Header) error {
 				return binomial.Gather(ctx, t, h, send, recv, root)
 			})
-	})
+	}, nil
 }
 
 // Scatter sends block k of send on rank root to recv on rank k. Every recv
 // has the same length; send is used only at the root, where it holds Size()
 // such blocks; other ranks may pass nil. It runs a binomial tree.
 func (c *Comm) Scatter(ctx context.Context, dt DType, send, recv []byte, root int) error {
-	const what = "scatter"
-	if err := c.checkDType(what, dt, send, recv); err != nil {
+	run, err := c.scatterOp(dt, send, recv, root)
+	if err != nil {
 		return err
 	}
+	return c.locked(func() error { return run(ctx) })
+}
+
+func (c *Comm) scatterOp(dt DType, send, recv []byte, root int) (func(context.Context) error, error) {
+	const what = "scatter"
+	if err := c.checkDType(what, dt, send, recv); err != nil {
+		return nil, err
+	}
 	if err := c.checkRoot(what, root); err != nil {
-		return err
+		return nil, err
 	}
 	n := c.Size()
 	if c.Rank() == root && len(send) != n*len(recv) {
-		return c.badArg(what, "root's send is %d bytes but must hold %d blocks of recv's %d bytes (%d bytes)", len(send), n, len(recv), n*len(recv))
+		return nil, c.badArg(what, "root's send is %d bytes but must hold %d blocks of recv's %d bytes (%d bytes)", len(send), n, len(recv), n*len(recv))
 	}
-	return c.locked(func() error {
+	return func(ctx context.Context) error {
 		return c.runColl(ctx, what, header(transport.CollScatter, dt, 0, n*len(recv)/dt.Size(), root, algoBinomial),
 			func(ctx context.Context, t transport.Transport, h transport.Header) error {
 				return binomial.Scatter(ctx, t, h, send, recv, root)
 			})
-	})
+	}, nil
 }
 
 // AllToAll sends block k of send to rank k, and receives rank k's block
@@ -251,31 +301,47 @@ func (c *Comm) Scatter(ctx context.Context, dt DType, send, recv []byte, root in
 // Size() equal blocks; recv may be send (in place). It runs a pairwise
 // exchange.
 func (c *Comm) AllToAll(ctx context.Context, dt DType, send, recv []byte) error {
+	run, err := c.allToAllOp(dt, send, recv)
+	if err != nil {
+		return err
+	}
+	return c.locked(func() error { return run(ctx) })
+}
+
+func (c *Comm) allToAllOp(dt DType, send, recv []byte) (func(context.Context) error, error) {
 	const what = "alltoall"
 	if err := c.checkDType(what, dt, send, recv); err != nil {
-		return err
+		return nil, err
 	}
 	n := c.Size()
 	if len(send) != len(recv) || (len(send)/dt.Size())%n != 0 {
-		return c.badArg(what, "send is %d bytes and recv %d; both must hold %d equal blocks of whole %v elements", len(send), len(recv), n, dt)
+		return nil, c.badArg(what, "send is %d bytes and recv %d; both must hold %d equal blocks of whole %v elements", len(send), len(recv), n, dt)
 	}
-	return c.locked(func() error {
+	return func(ctx context.Context) error {
 		return c.runColl(ctx, what, header(transport.CollAllToAll, dt, 0, len(send)/dt.Size(), -1, algoPairwise),
 			func(ctx context.Context, t transport.Transport, h transport.Header) error {
 				return pairwise.AllToAll(ctx, t, h, send, recv)
 			})
-	})
+	}, nil
 }
 
 // Barrier returns once every rank has called it (dissemination barrier,
 // ceil(log2 n) rounds of empty messages).
 func (c *Comm) Barrier(ctx context.Context) error {
-	return c.locked(func() error {
+	run, err := c.barrierOp()
+	if err != nil {
+		return err
+	}
+	return c.locked(func() error { return run(ctx) })
+}
+
+func (c *Comm) barrierOp() (func(context.Context) error, error) {
+	return func(ctx context.Context) error {
 		return c.runColl(ctx, "barrier", header(transport.CollBarrier, 0, 0, 0, -1, algoDissemination),
 			func(ctx context.Context, t transport.Transport, h transport.Header) error {
 				return dissemination.Barrier(ctx, t, h)
 			})
-	})
+	}, nil
 }
 
 // The typed wrappers below read and write Go slices through the byte

@@ -24,27 +24,43 @@ type p2pSeq struct{ sent, received uint64 }
 // other before receiving should do so in a Group, which runs its sends and
 // receives concurrently.
 func (c *Comm) Send(ctx context.Context, dt DType, buf []byte, peer int) error {
-	if err := c.checkP2P("send", dt, buf, peer); err != nil {
+	run, err := c.sendOp(dt, buf, peer)
+	if err != nil {
 		return err
 	}
-	return c.locked(func() error {
+	return c.locked(func() error { return run(ctx) })
+}
+
+func (c *Comm) sendOp(dt DType, buf []byte, peer int) (func(context.Context) error, error) {
+	if err := c.checkP2P("send", dt, buf, peer); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
 		return c.runP2P(ctx, "send", peer, func(ctx context.Context, t transport.Transport, h transport.Header) error {
 			return sendChunks(ctx, t, peer, h, buf)
 		}, c.p2pHeader(dt, buf, peer, true))
-	})
+	}, nil
 }
 
 // Recv receives the next Send from rank peer into buf, which must have the
 // length and dtype the peer sent.
 func (c *Comm) Recv(ctx context.Context, dt DType, buf []byte, peer int) error {
-	if err := c.checkP2P("recv", dt, buf, peer); err != nil {
+	run, err := c.recvOp(dt, buf, peer)
+	if err != nil {
 		return err
 	}
-	return c.locked(func() error {
+	return c.locked(func() error { return run(ctx) })
+}
+
+func (c *Comm) recvOp(dt DType, buf []byte, peer int) (func(context.Context) error, error) {
+	if err := c.checkP2P("recv", dt, buf, peer); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
 		return c.runP2P(ctx, "recv", peer, func(ctx context.Context, t transport.Transport, h transport.Header) error {
 			return recvChunks(ctx, t, peer, h, buf)
 		}, c.p2pHeader(dt, buf, peer, false))
-	})
+	}, nil
 }
 
 func (c *Comm) checkP2P(what string, dt DType, buf []byte, peer int) error {
