@@ -41,6 +41,8 @@ type options struct {
 	nodes          int // --nodes: simulated nodes
 	spinWait       time.Duration
 	bench          bench.Config
+	coll           string // --coll: the collective measured
+	root           int    // --root: the root of rooted collectives
 	jsonPath       string
 	timeout        time.Duration
 	connectTimeout time.Duration
@@ -123,6 +125,12 @@ func worker(ctx context.Context, env bootstrap.Env, opts options, stdout io.Writ
 	}
 	defer comm.Close()
 
+	if opts.root >= comm.Size() {
+		return usageError{fmt.Errorf("--root %d is not a rank of %d (0 to %d)", opts.root, comm.Size(), comm.Size()-1)}
+	}
+	if opts.coll != "allreduce" {
+		opts.algos = opts.algos[:1] // --algo picks the all-reduce algorithm only
+	}
 	lead := comm.Rank() == 0
 	out := io.Discard
 	if lead {
@@ -166,8 +174,12 @@ func runOne(ctx context.Context, comm *collkit.Comm, opts options, out io.Writer
 	report.Collective, report.Algorithm, report.Transport = "allreduce", comm.Algorithm(), opts.transport
 	report.Ranks, report.Streams = comm.Size(), opts.streams
 	report.Iters, report.Warmup, report.Check, report.Seed = opts.bench.Iters, opts.bench.Warmup, opts.bench.Check, opts.bench.Seed
+	report.Collective = opts.coll
+	if opts.coll != "allreduce" {
+		report.Algorithm = "per size (see the algo column)"
+	}
 	report.WriteHeader(out)
-	rows, err := bench.Run(ctx, comm, opts.bench, func(row bench.Row) { bench.WriteRow(out, row) })
+	rows, err := bench.RunCollective(ctx, comm, opts.coll, opts.bench, opts.root, func(row bench.Row) { bench.WriteRow(out, row) })
 	if err != nil {
 		return report, err
 	}
@@ -232,6 +244,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		o.tune, args = true, args[1:]
 		fs.StringVar(&o.tuneOut, "output", "collkit-tune.json", "tune: where to write the tuning file")
 	}
+	fs.StringVar(&o.coll, "coll", "allreduce", "collective to measure: "+strings.Join(bench.Collectives(), ", "))
+	fs.IntVarP(&o.root, "root", "r", 0, "root rank of broadcast, reduce, gather and scatter")
 	fs.StringVarP(&algo, "algo", "a", "ring", "all-reduce algorithm, a comma-separated list, or all: "+strings.Join(collkit.Algorithms(), ", "))
 	fs.StringVar(&o.tuningIn, "tuning", "", "tuning file from 'collbench tune' for --algo adaptive (default $COLLKIT_TUNING)")
 	fs.StringVarP(&o.transport, "transport", "t", "tcp", "transport: "+strings.Join(collkit.Transports(), ", "))
@@ -253,7 +267,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "fail a collective that takes longer than this (a dead or stuck peer)")
 	fs.DurationVar(&o.connectTimeout, "connect-timeout", 30*time.Second, "give up meeting the other ranks after this long")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: collbench [flags]\n\nMeasures and verifies all-reduce between local ranks (or ranks started by torchrun, mpirun or srun).\n\nFlags:\n%s", fs.FlagUsages())
+		fmt.Fprintf(stderr, "Usage: collbench [flags]\n\nMeasures and verifies collectives (all-reduce by default) between local ranks (or ranks started by torchrun, mpirun or srun).\n\nFlags:\n%s", fs.FlagUsages())
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -277,6 +291,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.algos, err = parseAlgos(algo, o.tune); err != nil {
 		return o, err
+	}
+	if !bench.IsCollective(o.coll) {
+		return o, fmt.Errorf("--coll %q: unknown collective (use one of %s)", o.coll, strings.Join(bench.Collectives(), ", "))
+	}
+	if o.tune && o.coll != "allreduce" {
+		return o, fmt.Errorf("--coll %s: tune fits the all-reduce cost model only; drop --coll", o.coll)
+	}
+	if o.root < 0 || o.npSet && o.np >= 1 && o.root >= o.np {
+		return o, fmt.Errorf("--root %d: must be a rank, 0 to the number of ranks - 1", o.root)
 	}
 	if !slices.Contains(collkit.Transports(), o.transport) {
 		return o, fmt.Errorf("--transport %q: unknown transport (use one of %s)", o.transport, strings.Join(collkit.Transports(), ", "))
