@@ -35,6 +35,7 @@ func AllToAll(ctx context.Context, t transport.Transport, h transport.Header, se
 	block := func(b []byte, k int) []byte { return b[k*bs : (k+1)*bs] }
 	sendStep := func(ctx context.Context, s int) error {
 		to := (r + s) % n
+		h := h // a copy per step: sends and receives run on two goroutines
 		h.Step = uint32(s)
 		if err := t.Send(ctx, to, h, block(send, to)); err != nil {
 			return fmt.Errorf("pairwise all-to-all step %d/%d: %w", s, n-1, err)
@@ -43,6 +44,7 @@ func AllToAll(ctx context.Context, t transport.Transport, h transport.Header, se
 	}
 	recvStep := func(ctx context.Context, s int) error {
 		from := (r - s + n) % n
+		h := h
 		h.Step = uint32(s)
 		if err := t.Recv(ctx, from, h, block(recv, from)); err != nil {
 			return fmt.Errorf("pairwise all-to-all step %d/%d: %w", s, n-1, err)
