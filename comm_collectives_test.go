@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -277,6 +278,85 @@ func TestBarrier(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+		}
+	}
+}
+
+// Bad arguments give ErrBadArgument on the caller's rank, before anything
+// is sent, and leave the communicator usable.
+func TestCollectiveBadArguments(t *testing.T) {
+	cs := newComms(t, algotest.MemWorld(t, 3))
+	c, ctx := cs[1], context.Background()
+	for name, err := range map[string]error{
+		"broadcast root":    c.Broadcast(ctx, Float32, make([]byte, 4), 3),
+		"broadcast dtype":   c.Broadcast(ctx, 0, nil, 0),
+		"broadcast partial": c.Broadcast(ctx, Float32, make([]byte, 6), 0),
+		"reduce op":         c.Reduce(ctx, Float32, 0, make([]byte, 4), nil, 0),
+		"reduce root recv":  c.Reduce(ctx, Float32, Sum, make([]byte, 4), make([]byte, 8), 1),
+		"allgather":         c.AllGather(ctx, Float32, make([]byte, 4), make([]byte, 8)),
+		"reducescatter":     c.ReduceScatter(ctx, Float32, Sum, make([]byte, 8), make([]byte, 4)),
+		"gather":            c.Gather(ctx, Float32, make([]byte, 4), make([]byte, 4), 1),
+		"scatter":           c.Scatter(ctx, Float32, make([]byte, 4), make([]byte, 4), 1),
+		"alltoall":          c.AllToAll(ctx, Float32, make([]byte, 8), make([]byte, 8)),
+		"send to self":      c.Send(ctx, Float32, nil, 1),
+		"recv from nobody":  c.Recv(ctx, Float32, nil, 5),
+	} {
+		if !errors.Is(err, ErrBadArgument) || !strings.Contains(err.Error(), "rank 1") {
+			t.Errorf("%s: got %v, want ErrBadArgument naming rank 1", name, err)
+		}
+	}
+	if err := onAll(cs, func(ctx context.Context, r int, c *Comm) error { return c.Barrier(ctx) }); err != nil {
+		t.Fatalf("communicator unusable after bad arguments: %v", err)
+	}
+}
+
+// A rank that closes its communicator makes the others' collectives fail
+// fast, for every collective, instead of waiting for the timeout.
+func TestCollectivePeerCloses(t *testing.T) {
+	for _, coll := range []string{"broadcast", "reduce", "allgather", "reducescatter", "gather", "scatter", "alltoall", "barrier", "recv"} {
+		cs := newComms(t, algotest.TCPWorld(t, 4))
+		start := time.Now()
+		err := onAll(cs, func(ctx context.Context, r int, c *Comm) error {
+			if r == 3 {
+				return c.Close()
+			}
+			const bs = 1 << 16
+			var err error
+			switch coll {
+			case "broadcast":
+				err = c.Broadcast(ctx, Uint8, make([]byte, 4*bs), 3)
+			case "reduce":
+				err = c.Reduce(ctx, Uint8, Sum, make([]byte, 4*bs), make([]byte, 4*bs), 0)
+			case "allgather":
+				err = c.AllGather(ctx, Uint8, make([]byte, bs), make([]byte, 4*bs))
+			case "reducescatter":
+				err = c.ReduceScatter(ctx, Uint8, Sum, make([]byte, 4*bs), make([]byte, bs))
+			case "gather":
+				err = c.Gather(ctx, Uint8, make([]byte, bs), make([]byte, 4*bs), 0)
+			case "scatter":
+				err = c.Scatter(ctx, Uint8, make([]byte, 4*bs), make([]byte, bs), 3)
+			case "alltoall":
+				err = c.AllToAll(ctx, Uint8, make([]byte, 4*bs), make([]byte, 4*bs))
+			case "barrier":
+				err = c.Barrier(ctx)
+			case "recv":
+				err = c.Recv(ctx, Uint8, make([]byte, bs), 3)
+			}
+			if r == 1 && coll == "gather" || r == 2 && coll == "gather" {
+				// Leaves of the gather tree below rank 0 may finish before
+				// anyone notices rank 3.
+				return nil
+			}
+			if err == nil {
+				return fmt.Errorf("%s succeeded with rank 3 closed", coll)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d > 30*time.Second {
+			t.Fatalf("%s: took %v to fail", coll, d)
 		}
 	}
 }
