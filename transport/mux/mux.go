@@ -134,14 +134,28 @@ func (m *Mux) read(q int) {
 	}
 }
 
+// decodeEnvelope reads an envelope off the network.
+func decodeEnvelope(env []byte) (h transport.Header, comm uint32, kind byte, err error) {
+	if len(env) != envSize {
+		return h, 0, 0, fmt.Errorf("%w: envelope of %d bytes, want %d", transport.ErrBadFrame, len(env), envSize)
+	}
+	if h, err = transport.Decode(env[:transport.HeaderSize]); err != nil {
+		return h, 0, 0, err
+	}
+	comm, kind = binary.LittleEndian.Uint32(env[40:]), env[44]
+	if kind != kindData && kind != kindClose || env[45] != 0 || env[46] != 0 || env[47] != 0 {
+		return h, 0, 0, fmt.Errorf("%w: envelope kind %d", transport.ErrBadFrame, kind)
+	}
+	return h, comm, kind, nil
+}
+
 func (m *Mux) route(q int, env []byte) error {
-	h, err := transport.Decode(env[:transport.HeaderSize])
+	h, comm, kind, err := decodeEnvelope(env)
 	if err != nil {
 		return fmt.Errorf("mux: envelope from rank %d: %w", q, err)
 	}
-	comm := binary.LittleEndian.Uint32(env[40:])
 	ib := m.inbox(comm)
-	if env[44] == kindClose {
+	if kind == kindClose {
 		ib.mu.Lock()
 		ib.gone[q] = true
 		pr := ib.posted[q]
