@@ -95,6 +95,19 @@ func (g *Group) ReduceScatter(dt DType, op Op, send, recv []byte) {
 	g.add(g.c.reduceScatterOp(dt, op, send, recv))
 }
 
+// Gather adds a gather (see Comm.Gather).
+func (g *Group) Gather(dt DType, send, recv []byte, root int) {
+	g.add(g.c.gatherOp(dt, send, recv, root))
+}
+
+// Scatter adds a scatter (see Comm.Scatter).
+func (g *Group) Scatter(dt DType, send, recv []byte, root int) {
+	g.add(g.c.scatterOp(dt, send, recv, root))
+}
+
+// AllToAll adds an all-to-all (see Comm.AllToAll).
+func (g *Group) AllToAll(dt DType, send, recv []byte) { g.add(g.c.allToAllOp(dt, send, recv)) }
+
 // Send adds a send of buf to rank peer (see Comm.Send).
 func (g *Group) Send(dt DType, buf []byte, peer int) { g.addP2P("send", true, dt, buf, peer) }
 

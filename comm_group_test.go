@@ -47,6 +47,8 @@ func TestGroup(t *testing.T) {
 						bc = fill(Uint8, Sum, 1000, 7, n-1)
 					}
 					g.Broadcast(Uint8, bc, n-1)
+					a2a := fill(Int32, Sum, 2*n, 9, r)
+					g.AllToAll(Int32, a2a, a2a)
 					in := make([][]byte, n)
 					for p := range n {
 						if p != r {
@@ -59,9 +61,16 @@ func TestGroup(t *testing.T) {
 					if err := g.Run(ctx); err != nil {
 						return err
 					}
-					// 9 (dtype, op) pairs fused + the broadcast.
-					if got := c.seq - seq; n > 1 && got != 10 {
-						return fmt.Errorf("group ran %d collectives, want 10 (9 fused all-reduces and a broadcast)", got)
+					// 9 (dtype, op) pairs fused, the broadcast and the all-to-all.
+					if got := c.seq - seq; n > 1 && got != 11 {
+						return fmt.Errorf("group ran %d collectives, want 11 (9 fused all-reduces, a broadcast, an all-to-all)", got)
+					}
+					var wantA2A []byte
+					for k := range n {
+						wantA2A = append(wantA2A, fill(Int32, Sum, 2*n, 9, k)[r*8:(r+1)*8]...)
+					}
+					if err := wrong(Int32, a2a, wantA2A); err != nil {
+						return fmt.Errorf("all-to-all: %w", err)
 					}
 					for i, a := range ars {
 						want := make([]byte, len(a.send))
