@@ -191,10 +191,15 @@ type Comm struct {
 	nodes         []int // node of each rank
 	timeout       time.Duration
 	closers       []io.Closer
+	rank, size    int
+	base          transport.Transport // what New got: Close closes it
+	treeBytes     int                 // rooted collectives up to this size use a tree
+	sub           subState            // sub-communicators (comm_split.go)
 
-	mu  sync.Mutex // one collective at a time; guards seq and err
-	seq uint64
-	err error
+	mu     sync.Mutex // one collective at a time; guards seq, err, t and p2pSeq
+	seq    uint64
+	err    error
+	p2pSeq []p2pSeq // per peer (comm_p2p.go)
 }
 
 // New returns a communicator over an already connected transport. The Comm
@@ -204,7 +209,8 @@ func New(t transport.Transport, opts Options) (*Comm, error) {
 	if err != nil {
 		return nil, fmt.Errorf("collkit: rank %d: %w", t.Rank(), err)
 	}
-	c := &Comm{t: t, algo: algo, timeout: opts.Timeout, transportName: opts.Transport}
+	c := &Comm{t: t, algo: algo, timeout: opts.Timeout, transportName: opts.Transport,
+		rank: t.Rank(), size: t.Size(), base: t, treeBytes: DefaultTreeBytes}
 	if c.nodes, err = opts.nodes(t.Size()); err != nil {
 		return nil, fmt.Errorf("collkit: rank %d: %w", t.Rank(), err)
 	}
@@ -226,10 +232,10 @@ func New(t transport.Transport, opts Options) (*Comm, error) {
 }
 
 // Rank is this process's rank in [0, Size()).
-func (c *Comm) Rank() int { return c.t.Rank() }
+func (c *Comm) Rank() int { return c.rank }
 
 // Size is the number of ranks.
-func (c *Comm) Size() int { return c.t.Size() }
+func (c *Comm) Size() int { return c.size }
 
 // Algorithm is the name of the all-reduce algorithm in use.
 func (c *Comm) Algorithm() string { return algorithmNames[c.algo] }
@@ -255,13 +261,18 @@ func (c *Comm) SetAlgorithm(name string) error {
 // them.
 func (c *Comm) Nodes() []int { return slices.Clone(c.nodes) }
 
-// Transport is the transport the communicator runs on.
-func (c *Comm) Transport() transport.Transport { return c.t }
+// Transport is the transport the communicator runs on. After the first
+// Split it is a view of a multiplexer over the original transport.
+func (c *Comm) Transport() transport.Transport {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
 
 // Close releases the transport and anything the communicator started (the
 // bootstrap store of FromEnv). Safe to call more than once.
 func (c *Comm) Close() error {
-	err := c.t.Close()
+	err := c.base.Close()
 	for _, cl := range slices.Backward(c.closers) {
 		err = errors.Join(err, cl.Close())
 	}
@@ -273,13 +284,18 @@ func (c *Comm) Close() error {
 // elements of dt. send and recv have the same length, a multiple of
 // dt.Size(); recv may be send itself (in place).
 func (c *Comm) AllReduce(ctx context.Context, dt DType, op Op, send, recv []byte) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.usable(); err != nil {
-		return err
-	}
 	if err := checkBuffers(dt, op, send, recv); err != nil {
 		return fmt.Errorf("collkit: rank %d: allreduce: %w", c.Rank(), err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.allReduce(ctx, dt, op, send, recv)
+}
+
+// allReduce runs a checked all-reduce. The caller holds c.mu.
+func (c *Comm) allReduce(ctx context.Context, dt DType, op Op, send, recv []byte) error {
+	if err := c.usable(); err != nil {
+		return err
 	}
 	h := transport.Header{
 		Seq:   c.seq,

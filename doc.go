@@ -16,4 +16,13 @@
 // every rank. An error is fatal to the communicator, as in NCCL: it closes its
 // transport, so peers blocked on it fail fast instead of hanging, and every
 // later call returns the first error.
+//
+// Besides all-reduce a Comm runs Broadcast, Reduce, AllGather, ReduceScatter,
+// Gather, Scatter, AllToAll, Barrier and point-to-point Send/Recv, each with
+// typed wrappers for Go slices (collkit.Broadcast(ctx, comm, xs, root)).
+// Group batches operations like ncclGroupStart/End: it fuses small
+// all-reduces of one dtype and op into one buffer and runs sends and
+// receives concurrently. Split(color, key) makes sub-communicators that share
+// the connections and run independently of each other and of their parent;
+// Mesh builds the data x tensor x pipeline parallel groups of a training job.
 package collkit

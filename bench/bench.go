@@ -105,10 +105,10 @@ func Run(ctx context.Context, c *collkit.Comm, cfg Config, each func(Row)) ([]Ro
 			Algorithm: c.Choose(size)}
 		s, r := send[:size], recv[:size]
 		var err error
-		if row.OutOfPlace, err = measure(ctx, c, cfg, s, r); err != nil {
+		if row.OutOfPlace, err = measure(ctx, c, cfg, allReduce(ctx, c, cfg, s, r)); err != nil {
 			return rows, err
 		}
-		if row.InPlace, err = measure(ctx, c, cfg, r, r); err != nil {
+		if row.InPlace, err = measure(ctx, c, cfg, allReduce(ctx, c, cfg, r, r)); err != nil {
 			return rows, err
 		}
 		if cfg.Check > 0 {
@@ -197,4 +197,9 @@ func FormatGB(v float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.2f", v)
+}
+
+// allReduce is one timed all-reduce of send into recv.
+func allReduce(ctx context.Context, c *collkit.Comm, cfg Config, send, recv []byte) func() error {
+	return func() error { return c.AllReduce(ctx, cfg.DType, cfg.Op, send, recv) }
 }

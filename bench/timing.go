@@ -54,11 +54,11 @@ func Summarize(us []float64, keep bool) (Stats, float64) {
 	return s, mean
 }
 
-// measure times all-reduces of send into recv and returns the slowest
+// measure times calls of op (one collective) and returns the slowest
 // rank's per-iteration statistics (Wrong, AlgBW and BusBW are left zero).
-func measure(ctx context.Context, c *collkit.Comm, cfg Config, send, recv []byte) (Measurement, error) {
+func measure(ctx context.Context, c *collkit.Comm, cfg Config, op func() error) (Measurement, error) {
 	for range cfg.Warmup {
-		if err := c.AllReduce(ctx, cfg.DType, cfg.Op, send, recv); err != nil {
+		if err := op(); err != nil {
 			return Measurement{}, err
 		}
 	}
@@ -68,7 +68,7 @@ func measure(ctx context.Context, c *collkit.Comm, cfg Config, send, recv []byte
 	timed := func(us []float64, n int) ([]float64, error) {
 		for range n {
 			start := time.Now()
-			if err := c.AllReduce(ctx, cfg.DType, cfg.Op, send, recv); err != nil {
+			if err := op(); err != nil {
 				return us, err
 			}
 			us = append(us, float64(time.Since(start).Nanoseconds())/1e3)

@@ -6,6 +6,10 @@
 // bandwidth optimum; the price is 2(n-1) latency steps, so small messages are
 // better served by tree or recursive-doubling algorithms.
 //
+// The package also has the ring's other collectives: ReduceScatter,
+// AllGather, a pipelined chain Broadcast, and Reduce (a reduce-scatter
+// followed by a gather of the blocks at the root).
+//
 // The algorithm is written only against transport.Transport and runs over any
 // transport:
 //

@@ -44,6 +44,8 @@ type options struct {
 	nodes          int // --nodes: simulated nodes
 	spinWait       time.Duration
 	bench          bench.Config
+	coll           string // --coll: the collective measured
+	root           int    // --root: the root of rooted collectives
 	jsonPath       string
 	csvPath        string
 	plotPath       string
@@ -215,6 +217,9 @@ func runTransport(ctx context.Context, env bootstrap.Env, store bootstrap.Store,
 		return nil, usageError{err}
 	}
 	defer comm.Close()
+	if opts.root >= comm.Size() {
+		return nil, usageError{fmt.Errorf("--root %d is not a rank of %d (0 to %d)", opts.root, comm.Size(), comm.Size()-1)}
+	}
 	var reports []bench.Report
 	for _, algo := range opts.algos {
 		if err := comm.SetAlgorithm(algo); err != nil {
@@ -236,11 +241,15 @@ func runOne(ctx context.Context, comm *collkit.Comm, tr string, opts options, ou
 	report.Collective, report.Algorithm, report.Transport = "allreduce", comm.Algorithm(), tr
 	report.Ranks, report.Streams, report.TransportSettings = comm.Size(), opts.streams, transportSettings(opts)
 	report.Iters, report.Warmup, report.Check, report.Seed = opts.bench.Iters, opts.bench.Warmup, opts.bench.Check, opts.bench.Seed
+	report.Collective = opts.coll
+	if opts.coll != "allreduce" {
+		report.Algorithm = "per size (see the algo column)"
+	}
 	if report.Iters == 0 {
 		report.MinTimeMS, report.MaxIters = float64(opts.bench.MinTime.Microseconds())/1e3, opts.bench.MaxIters
 	}
 	report.WriteHeader(out)
-	rows, err := bench.Run(ctx, comm, opts.bench, func(row bench.Row) {
+	rows, err := bench.RunCollective(ctx, comm, opts.coll, opts.bench, opts.root, func(row bench.Row) {
 		bench.WriteRow(out, row)
 		prog.Add(1)
 	})
@@ -277,6 +286,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		o.tune, args = true, args[1:]
 		fs.StringVar(&o.tuneOut, "output", "collkit-tune.json", "tune: where to write the tuning file")
 	}
+	fs.StringVar(&o.coll, "coll", "allreduce", "collective to measure: "+strings.Join(bench.Collectives(), ", "))
+	fs.IntVarP(&o.root, "root", "r", 0, "root rank of broadcast, reduce, gather and scatter")
 	fs.StringVarP(&algo, "algo", "a", "ring", "all-reduce algorithm, a comma-separated list, or all: "+strings.Join(collkit.Algorithms(), ", "))
 	fs.StringVar(&o.tuningIn, "tuning", "", "tuning file from 'collbench tune' for --algo adaptive (default $COLLKIT_TUNING)")
 	fs.StringVarP(&transports, "transport", "t", "tcp", "transport, a comma-separated list, or all: "+strings.Join(collkit.Transports(), ", "))
@@ -306,7 +317,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.connectTimeout, "connect-timeout", 30*time.Second, "give up meeting the other ranks after this long")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: collbench [flags]\n       collbench tune [flags]\n       collbench compare BASE.json NEW.json [--tolerance 10%%] [--min-bw GB/s]\n       collbench plot RESULT.json... [-o FILE.png|FILE.svg]\n\n"+
-			"Measures and verifies all-reduce between local ranks (or ranks started by torchrun, mpirun or srun).\n\nFlags:\n%s", fs.FlagUsages())
+			"Measures and verifies collectives (all-reduce by default) between local ranks (or ranks started by torchrun, mpirun or srun).\n\nFlags:\n%s", fs.FlagUsages())
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -330,6 +341,18 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.algos, err = parseAlgos(algo, o.tune); err != nil {
 		return o, err
+	}
+	if !bench.IsCollective(o.coll) {
+		return o, fmt.Errorf("--coll %q: unknown collective (use one of %s)", o.coll, strings.Join(bench.Collectives(), ", "))
+	}
+	if o.coll != "allreduce" {
+		o.algos = o.algos[:1] // --algo picks the all-reduce algorithm only
+	}
+	if o.tune && o.coll != "allreduce" {
+		return o, fmt.Errorf("--coll %s: tune fits the all-reduce cost model only; drop --coll", o.coll)
+	}
+	if o.root < 0 || o.npSet && o.np >= 1 && o.root >= o.np {
+		return o, fmt.Errorf("--root %d: must be a rank, 0 to the number of ranks - 1", o.root)
 	}
 	if o.transports, o.skipped, err = parseTransports(transports, collkit.Transports(), collkit.TransportAvailable); err != nil {
 		return o, err

@@ -25,7 +25,9 @@
 // and its parent's own traffic between the same pair, must not run
 // concurrently; run them one after the other (the comm ids then catch a rank
 // that ran them in a different order). Groups with no pair in common, such as
-// the groups of different nodes, may run at once.
+// the groups of different nodes, may run at once. Sub-communicators that
+// must run concurrently over shared pairs use transport/mux instead, which
+// demultiplexes by communicator id.
 //
 // Close is local: it fails this rank's pending and later group calls with
 // transport.ErrClosed but leaves the parent open, so peers learn about it

@@ -1,0 +1,10 @@
+// Package pairwise implements all-to-all by pairwise exchange: in step s of
+// n-1, rank r sends its block for rank r+s and receives rank r-s's block for
+// it. Every link carries one block each way, every rank sends and receives
+// in every step, and no rank is a hot spot.
+//
+//	h := transport.Header{Seq: seq, Coll: transport.CollAllToAll, DType: reduce.Float32, Count: total}
+//	err := pairwise.AllToAll(ctx, t, h, send, recv)
+//
+// The algorithm is written only against transport.Transport.
+package pairwise

@@ -1,0 +1,322 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/collkit/collkit"
+	"github.com/collkit/collkit/verify"
+)
+
+// Collectives lists the collectives RunCollective measures, as collbench's
+// --coll names them.
+func Collectives() []string {
+	return []string{"allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall", "gather", "scatter", "sendrecv"}
+}
+
+// BusFactor is busbw / algbw for collective coll on n ranks, as nccl-tests
+// defines it, where algbw is S / time and S is the whole array: the
+// all-gather output, the reduce-scatter input, one rank's all-to-all
+// buffer, the gathered or scattered array, or the one buffer of the others.
+func BusFactor(coll string, n int) float64 {
+	switch coll {
+	case "allreduce":
+		return AllReduceBusFactor(n)
+	case "allgather", "reducescatter", "alltoall", "gather", "scatter":
+		return float64(n-1) / float64(n)
+	}
+	return 1 // broadcast, reduce, sendrecv
+}
+
+// call is one rank's buffers and parameters for one size of a sweep.
+type call struct {
+	c          *collkit.Comm
+	cfg        Config
+	n, r, root int
+	count      int // elements of the whole array S
+	block      int // bytes of one rank's block (count/n elements)
+	send, recv []byte
+}
+
+// collective is how the benchmark runs and checks one collective.
+type collective struct {
+	blocks  bool // S is n blocks: the count is rounded down to a multiple of n
+	onRoot  bool // only the root's input is read (its buffer is also the output)
+	reduces bool // uses the op
+	rooted  bool
+	// sizes returns the send and recv buffer lengths for S bytes.
+	sizes func(x *call, s int) (send, recv int)
+	// args picks the buffers of a call, in place or out of place. The
+	// collectives without an in-place form run out of place in both columns.
+	args func(x *call, inPlace bool) (send, recv []byte)
+	run  func(ctx context.Context, x *call, send, recv []byte) error
+	// want is this rank's expected output for the inputs of seed, and the
+	// buffer that holds it; nil when this rank has no output.
+	want func(x *call, seed uint64, recv []byte) (want, got []byte)
+}
+
+func sameSizes(_ *call, s int) (int, int) { return s, s }
+
+func outOfPlace(x *call, _ bool) ([]byte, []byte) { return x.send, x.recv }
+
+// fillRank is rank k's seeded input of count elements.
+func fillRank(x *call, seed uint64, k, count int) []byte {
+	b := make([]byte, count*x.cfg.DType.Size())
+	verify.Fill(x.cfg.DType, x.cfg.Op, b, seed, k)
+	return b
+}
+
+func expectAll(x *call, seed uint64, count int) []byte {
+	b := make([]byte, count*x.cfg.DType.Size())
+	verify.Expect(x.cfg.DType, x.cfg.Op, b, seed, x.n)
+	return b
+}
+
+var collectives = map[string]collective{
+	"broadcast": {
+		rooted: true, onRoot: true,
+		sizes: func(_ *call, s int) (int, int) { return 0, s },
+		args:  func(x *call, _ bool) ([]byte, []byte) { return x.recv, x.recv },
+		run: func(ctx context.Context, x *call, _, buf []byte) error {
+			return x.c.Broadcast(ctx, x.cfg.DType, buf, x.root)
+		},
+		want: func(x *call, seed uint64, buf []byte) ([]byte, []byte) {
+			return fillRank(x, seed, x.root, x.count), buf
+		},
+	},
+	"reduce": {
+		reduces: true, rooted: true,
+		sizes: sameSizes,
+		args: func(x *call, inPlace bool) ([]byte, []byte) {
+			if inPlace {
+				return x.recv, x.recv
+			}
+			return x.send, x.recv
+		},
+		run: func(ctx context.Context, x *call, send, recv []byte) error {
+			return x.c.Reduce(ctx, x.cfg.DType, x.cfg.Op, send, recv, x.root)
+		},
+		want: func(x *call, seed uint64, recv []byte) ([]byte, []byte) {
+			if x.r != x.root {
+				return nil, nil
+			}
+			return expectAll(x, seed, x.count), recv
+		},
+	},
+	"allgather": {
+		blocks: true,
+		sizes:  func(x *call, s int) (int, int) { return s / x.n, s },
+		args: func(x *call, inPlace bool) ([]byte, []byte) {
+			if inPlace {
+				return x.recv[x.r*x.block : (x.r+1)*x.block], x.recv
+			}
+			return x.send, x.recv
+		},
+		run: func(ctx context.Context, x *call, send, recv []byte) error {
+			return x.c.AllGather(ctx, x.cfg.DType, send, recv)
+		},
+		want: func(x *call, seed uint64, recv []byte) ([]byte, []byte) {
+			var w []byte
+			for k := range x.n {
+				w = append(w, fillRank(x, seed, k, x.count/x.n)...)
+			}
+			return w, recv
+		},
+	},
+	"reducescatter": {
+		blocks: true, reduces: true,
+		sizes: func(x *call, s int) (int, int) { return s, s / x.n },
+		args: func(x *call, inPlace bool) ([]byte, []byte) {
+			if inPlace {
+				return x.send, x.send[x.r*x.block : (x.r+1)*x.block]
+			}
+			return x.send, x.recv
+		},
+		run: func(ctx context.Context, x *call, send, recv []byte) error {
+			return x.c.ReduceScatter(ctx, x.cfg.DType, x.cfg.Op, send, recv)
+		},
+		want: func(x *call, seed uint64, recv []byte) ([]byte, []byte) {
+			return expectAll(x, seed, x.count)[x.r*x.block : (x.r+1)*x.block], recv
+		},
+	},
+	"alltoall": {
+		blocks: true,
+		sizes:  sameSizes,
+		args: func(x *call, inPlace bool) ([]byte, []byte) {
+			if inPlace {
+				return x.recv, x.recv
+			}
+			return x.send, x.recv
+		},
+		run: func(ctx context.Context, x *call, send, recv []byte) error {
+			return x.c.AllToAll(ctx, x.cfg.DType, send, recv)
+		},
+		want: func(x *call, seed uint64, recv []byte) ([]byte, []byte) {
+			var w []byte
+			for k := range x.n {
+				w = append(w, fillRank(x, seed, k, x.count)[x.r*x.block:(x.r+1)*x.block]...)
+			}
+			return w, recv
+		},
+	},
+	"gather": {
+		blocks: true, rooted: true,
+		sizes: func(x *call, s int) (int, int) { return s / x.n, s },
+		args:  outOfPlace,
+		run: func(ctx context.Context, x *call, send, recv []byte) error {
+			return x.c.Gather(ctx, x.cfg.DType, send, recv, x.root)
+		},
+		want: func(x *call, seed uint64, recv []byte) ([]byte, []byte) {
+			if x.r != x.root {
+				return nil, nil
+			}
+			var w []byte
+			for k := range x.n {
+				w = append(w, fillRank(x, seed, k, x.count/x.n)...)
+			}
+			return w, recv
+		},
+	},
+	"scatter": {
+		blocks: true, rooted: true,
+		sizes: func(x *call, s int) (int, int) { return s, s / x.n },
+		args:  outOfPlace,
+		run: func(ctx context.Context, x *call, send, recv []byte) error {
+			return x.c.Scatter(ctx, x.cfg.DType, send, recv, x.root)
+		},
+		want: func(x *call, seed uint64, recv []byte) ([]byte, []byte) {
+			return fillRank(x, seed, x.root, x.count)[x.r*x.block : (x.r+1)*x.block], recv
+		},
+	},
+	"sendrecv": {
+		sizes: sameSizes,
+		args:  outOfPlace,
+		// Every rank sends to its right and receives from its left at once,
+		// as nccl-tests' sendrecv does.
+		run: func(ctx context.Context, x *call, send, recv []byte) error {
+			if x.n == 1 {
+				copy(recv, send)
+				return nil
+			}
+			g := x.c.Group()
+			g.Send(x.cfg.DType, send, (x.r+1)%x.n)
+			g.Recv(x.cfg.DType, recv, (x.r-1+x.n)%x.n)
+			return g.Run(ctx)
+		},
+		want: func(x *call, seed uint64, recv []byte) ([]byte, []byte) {
+			return fillRank(x, seed, (x.r-1+x.n)%x.n, x.count), recv
+		},
+	},
+}
+
+// CollectiveAlgorithm names what a collective runs at a size, for the
+// report's algorithm column.
+func CollectiveAlgorithm(c *collkit.Comm, coll string, bytes int64) string {
+	switch coll {
+	case "allreduce":
+		return c.Choose(bytes)
+	case "broadcast":
+		if bytes <= collkit.DefaultTreeBytes {
+			return "binomial"
+		}
+		return "chain"
+	case "reduce":
+		if bytes <= collkit.DefaultTreeBytes {
+			return "binomial"
+		}
+		return "ring"
+	case "allgather", "reducescatter":
+		return "ring"
+	case "gather", "scatter":
+		return "binomial"
+	case "alltoall":
+		return "pairwise"
+	}
+	return "direct"
+}
+
+// RunCollective sweeps collective coll (one of Collectives) over cfg's
+// sizes, like Run does for all-reduce, which it calls for "allreduce". Each
+// size is S, the whole array of BusFactor; collectives made of one block per
+// rank round it down to a multiple of the ranks. root is used by broadcast,
+// reduce, gather and scatter. Every checked iteration compares every output
+// element with its exact expectation.
+func RunCollective(ctx context.Context, c *collkit.Comm, coll string, cfg Config, root int, each func(Row)) ([]Row, error) {
+	if coll == "allreduce" {
+		return Run(ctx, c, cfg, each)
+	}
+	spec, ok := collectives[coll]
+	if !ok {
+		return nil, fmt.Errorf("unknown collective %q (use one of %v)", coll, Collectives())
+	}
+	if root < 0 || root >= c.Size() {
+		return nil, fmt.Errorf("root %d is not a rank of %d (0 to %d)", root, c.Size(), c.Size()-1)
+	}
+	n, es := c.Size(), cfg.DType.Size()
+	var rows []Row
+	for _, size := range cfg.Sizes() {
+		count := int(size) / es
+		if spec.blocks {
+			count = max(count/n, 1) * n
+		}
+		x := &call{c: c, cfg: cfg, n: n, r: c.Rank(), root: root, count: count, block: count / n * es}
+		sb, rb := spec.sizes(x, count*es)
+		x.send, x.recv = make([]byte, sb), make([]byte, rb)
+		verify.Fill(cfg.DType, cfg.Op, x.send, cfg.Seed, x.r)
+		verify.Fill(cfg.DType, cfg.Op, x.recv, cfg.Seed, x.r)
+		row := Row{Bytes: int64(count * es), Count: int64(count), DType: cfg.DType.String(), Op: "none", Root: -1,
+			Algorithm: CollectiveAlgorithm(c, coll, int64(count*es))}
+		if spec.reduces {
+			row.Op = cfg.Op.String()
+		}
+		if spec.rooted {
+			row.Root = root
+		}
+		for i, m := range []*Measurement{&row.OutOfPlace, &row.InPlace} {
+			inPlace := i == 1
+			send, recv := spec.args(x, inPlace)
+			var err error
+			if *m, err = measure(ctx, c, cfg, func() error { return spec.run(ctx, x, send, recv) }); err != nil {
+				return rows, err
+			}
+			if m.Wrong, err = checkColl(ctx, x, cfg, spec, inPlace); err != nil {
+				return rows, err
+			}
+			m.AlgBW = float64(row.Bytes) / m.TimeUS / 1e3
+			m.BusBW = m.AlgBW * BusFactor(coll, n)
+		}
+		rows = append(rows, row)
+		if each != nil {
+			each(row)
+		}
+	}
+	return rows, nil
+}
+
+// checkColl runs cfg.Check verified calls and returns the wrong elements
+// summed over ranks.
+func checkColl(ctx context.Context, x *call, cfg Config, spec collective, inPlace bool) (int64, error) {
+	var wrong [1]int64
+	for it := range cfg.Check {
+		seed := cfg.Seed + uint64(it) + 1
+		send, recv := spec.args(x, inPlace)
+		poison(recv)
+		if !spec.onRoot || x.r == x.root {
+			verify.Fill(cfg.DType, cfg.Op, send, seed, x.r)
+		}
+		if err := spec.run(ctx, x, send, recv); err != nil {
+			return 0, err
+		}
+		if want, got := spec.want(x, seed, recv); want != nil || got != nil {
+			wrong[0] += int64(verify.Wrong(cfg.DType, got, want))
+		}
+	}
+	if err := collkit.AllReduce(ctx, x.c, wrong[:], wrong[:], collkit.Sum); err != nil {
+		return 0, err
+	}
+	return wrong[0], nil
+}
+
+// IsCollective reports whether name is one of Collectives.
+func IsCollective(name string) bool { return slices.Contains(Collectives(), name) }

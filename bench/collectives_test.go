@@ -1,0 +1,66 @@
+package bench_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/collkit/collkit"
+	"github.com/collkit/collkit/bench"
+	"github.com/collkit/collkit/reduce"
+	"github.com/collkit/collkit/transport/mem"
+)
+
+// Every collective of the benchmark runs and checks clean on 3 ranks, with
+// a root that is not rank 0, sizes not divisible by the ranks, and a size
+// past the tree threshold.
+func TestRunCollective(t *testing.T) {
+	const n = 3
+	cfg := bench.Config{MinBytes: 4, MaxBytes: 256 << 10, StepFactor: 32, Iters: 2, Warmup: 1, Check: 1,
+		DType: reduce.Float32, Op: reduce.Max, Seed: 3}
+	for _, coll := range bench.Collectives() {
+		t.Run(coll, func(t *testing.T) {
+			net := mem.NewNetwork(n, mem.Config{})
+			defer net.Close()
+			rows := make([][]bench.Row, n)
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			for r, tr := range net.Transports() {
+				wg.Go(func() {
+					c, err := collkit.New(tr, collkit.Options{})
+					if err != nil {
+						errs[r] = err
+						return
+					}
+					rows[r], errs[r] = bench.RunCollective(context.Background(), c, coll, cfg, 2, nil)
+				})
+			}
+			wg.Wait()
+			for r, err := range errs {
+				if err != nil {
+					t.Fatalf("rank %d: %v", r, err)
+				}
+			}
+			if len(rows[0]) != len(cfg.Sizes()) {
+				t.Fatalf("%d rows, want %d", len(rows[0]), len(cfg.Sizes()))
+			}
+			for _, row := range rows[0] {
+				if w := row.OutOfPlace.Wrong + row.InPlace.Wrong; w != 0 {
+					t.Errorf("%d bytes: %d wrong elements", row.Bytes, w)
+				}
+				if row.OutOfPlace.TimeUS <= 0 || row.OutOfPlace.BusBW <= 0 {
+					t.Errorf("%d bytes: time %v us, busbw %v", row.Bytes, row.OutOfPlace.TimeUS, row.OutOfPlace.BusBW)
+				}
+			}
+		})
+	}
+}
+
+func TestBusFactor(t *testing.T) {
+	for coll, want := range map[string]float64{"allreduce": 1.5, "allgather": 0.75, "reducescatter": 0.75,
+		"alltoall": 0.75, "gather": 0.75, "scatter": 0.75, "broadcast": 1, "reduce": 1, "sendrecv": 1} {
+		if got := bench.BusFactor(coll, 4); got != want {
+			t.Errorf("%s on 4 ranks: bus factor %v, want %v", coll, got, want)
+		}
+	}
+}

@@ -1,0 +1,386 @@
+package collkit
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/collkit/collkit/algo/binomial"
+	"github.com/collkit/collkit/algo/dissemination"
+	"github.com/collkit/collkit/algo/pairwise"
+	"github.com/collkit/collkit/algo/ring"
+	"github.com/collkit/collkit/reduce"
+	"github.com/collkit/collkit/transport"
+)
+
+// Element is the set of Go types the typed wrappers (AllReduce, Broadcast,
+// ...) accept. For float16 and bfloat16 data use the Comm methods, which
+// take bytes and a DType.
+type Element interface {
+	float32 | float64 | int32 | int64 | uint8
+}
+
+// DefaultTreeBytes is the message size up to which rooted collectives
+// (broadcast, reduce) use a binomial tree, which needs log2(n) steps, rather
+// than the pipelined ring, which moves fewer bytes per link.
+const DefaultTreeBytes = 64 << 10
+
+// Algorithm ids sent in the headers of the collectives other than
+// all-reduce, so that ranks that picked different algorithms for the same
+// call get a mismatch error instead of a hang.
+const (
+	algoBinomial uint8 = iota + 1
+	algoRing
+	algoPairwise
+	algoDissemination
+	algoDirect
+)
+
+// runColl runs one collective: it checks the communicator, numbers the call,
+// applies the timeout and makes a failure fatal to the communicator. The
+// caller holds c.mu.
+func (c *Comm) runColl(ctx context.Context, what string, h transport.Header, fn func(context.Context, transport.Transport, transport.Header) error) error {
+	if err := c.usable(); err != nil {
+		return err
+	}
+	h.Seq = c.seq
+	c.seq++
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	if err := fn(ctx, c.t, h); err != nil {
+		return c.fail(fmt.Errorf("collkit: rank %d: %s #%d (%d x %v): %w", c.Rank(), what, h.Seq, h.Count, h.DType, explain(ctx, err)))
+	}
+	return nil
+}
+
+// locked runs fn under c.mu.
+func (c *Comm) locked(fn func() error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return fn()
+}
+
+// badArg formats an argument error of a call on this rank.
+func (c *Comm) badArg(what, format string, args ...any) error {
+	return fmt.Errorf("collkit: rank %d: %s: %w: %s", c.Rank(), what, ErrBadArgument, fmt.Sprintf(format, args...))
+}
+
+// checkDType checks dt and that each buffer is whole elements of it.
+func (c *Comm) checkDType(what string, dt DType, bufs ...[]byte) error {
+	if !dt.Valid() {
+		return c.badArg(what, "data type %v", dt)
+	}
+	for _, b := range bufs {
+		if len(b)%dt.Size() != 0 {
+			return c.badArg(what, "buffer of %d bytes is not a whole number of %v elements (%d bytes each)", len(b), dt, dt.Size())
+		}
+	}
+	return nil
+}
+
+func (c *Comm) checkRoot(what string, root int) error {
+	if root < 0 || root >= c.Size() {
+		return c.badArg(what, "root %d is not a rank of this communicator (0 to %d)", root, c.Size()-1)
+	}
+	return nil
+}
+
+func header(coll transport.Coll, dt DType, op Op, count int, root int, algo uint8) transport.Header {
+	return transport.Header{Coll: coll, DType: dt, Op: op, Count: uint64(count), Root: int32(root), Algo: algo}
+}
+
+// Broadcast copies buf on rank root into buf on every rank. Every rank
+// passes a buffer of the same length. Small buffers go down a binomial tree,
+// large ones along a pipelined chain.
+func (c *Comm) Broadcast(ctx context.Context, dt DType, buf []byte, root int) error {
+	run, err := c.broadcastOp(dt, buf, root)
+	if err != nil {
+		return err
+	}
+	return c.locked(func() error { return run(ctx) })
+}
+
+func (c *Comm) broadcastOp(dt DType, buf []byte, root int) (func(context.Context) error, error) {
+	const what = "broadcast"
+	if err := c.checkDType(what, dt, buf); err != nil {
+		return nil, err
+	}
+	if err := c.checkRoot(what, root); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		return c.broadcast(ctx, dt, buf, root)
+	}, nil
+}
+
+func (c *Comm) broadcast(ctx context.Context, dt DType, buf []byte, root int) error {
+	if len(buf) <= c.treeBytes {
+		return c.runColl(ctx, "broadcast (binomial tree)", header(transport.CollBroadcast, dt, 0, len(buf)/dt.Size(), root, algoBinomial),
+			func(ctx context.Context, t transport.Transport, h transport.Header) error {
+				return binomial.Broadcast(ctx, t, h, buf, root)
+			})
+	}
+	return c.runColl(ctx, "broadcast (chain)", header(transport.CollBroadcast, dt, 0, len(buf)/dt.Size(), root, algoRing),
+		func(ctx context.Context, t transport.Transport, h transport.Header) error {
+			return ring.Broadcast(ctx, t, h, buf, root)
+		})
+}
+
+// Reduce reduces send over all ranks with op into recv on rank root. recv
+// is written only at the root, where it has send's length and may be send
+// itself (in place); other ranks may pass nil. Small buffers are reduced up
+// a binomial tree, large ones by a ring reduce-scatter and a gather.
+func (c *Comm) Reduce(ctx context.Context, dt DType, op Op, send, recv []byte, root int) error {
+	run, err := c.reduceOp(dt, op, send, recv, root)
+	if err != nil {
+		return err
+	}
+	return c.locked(func() error { return run(ctx) })
+}
+
+func (c *Comm) reduceOp(dt DType, op Op, send, recv []byte, root int) (func(context.Context) error, error) {
+	const what = "reduce"
+	if err := c.checkDType(what, dt, send); err != nil {
+		return nil, err
+	}
+	if !op.Valid() {
+		return nil, c.badArg(what, "reduction op %v", op)
+	}
+	if err := c.checkRoot(what, root); err != nil {
+		return nil, err
+	}
+	if (c.Rank() == root || recv != nil) && len(recv) != len(send) {
+		return nil, c.badArg(what, "send buffer is %d bytes but recv buffer is %d; they must be the same size (non-root ranks may pass a nil recv)", len(send), len(recv))
+	}
+	return func(ctx context.Context) error {
+		h := header(transport.CollReduce, dt, op, len(send)/dt.Size(), root, algoBinomial)
+		if len(send) <= c.treeBytes {
+			return c.runColl(ctx, "reduce (binomial tree)", h, func(ctx context.Context, t transport.Transport, h transport.Header) error {
+				return binomial.Reduce(ctx, t, h, send, recv, root)
+			})
+		}
+		h.Algo = algoRing
+		return c.runColl(ctx, "reduce (ring)", h, func(ctx context.Context, t transport.Transport, h transport.Header) error {
+			return ring.Reduce(ctx, t, h, send, recv, root)
+		})
+	}, nil
+}
+
+// AllGather gathers every rank's send, all of the same length, into recv on
+// every rank: recv holds Size() blocks, block k from rank k. send may be
+// recv's own block (in place). It runs a pipelined ring.
+func (c *Comm) AllGather(ctx context.Context, dt DType, send, recv []byte) error {
+	run, err := c.allGatherOp(dt, send, recv)
+	if err != nil {
+		return err
+	}
+	return c.locked(func() error { return run(ctx) })
+}
+
+func (c *Comm) allGatherOp(dt DType, send, recv []byte) (func(context.Context) error, error) {
+	const what = "allgather"
+	if err := c.checkDType(what, dt, send, recv); err != nil {
+		return nil, err
+	}
+	n := c.Size()
+	if len(recv) != n*len(send) {
+		return nil, c.badArg(what, "recv is %d bytes but %d ranks send %d bytes each; recv must hold %d bytes", len(recv), n, len(send), n*len(send))
+	}
+	return func(ctx context.Context) error {
+		return c.runColl(ctx, what, header(transport.CollAllGather, dt, 0, len(recv)/dt.Size(), -1, algoRing),
+			func(ctx context.Context, t transport.Transport, h transport.Header) error {
+				return ring.AllGather(ctx, t, h, send, recv, c.evenCounts(len(send)/dt.Size()))
+			})
+	}, nil
+}
+
+// evenCounts is n copies of count.
+func (c *Comm) evenCounts(count int) []int {
+	counts := make([]int, c.Size())
+	for i := range counts {
+		counts[i] = count
+	}
+	return counts
+}
+
+// ReduceScatter reduces send over all ranks with op and leaves block r of
+// the result in recv on rank r: send holds Size() blocks of recv's length.
+// recv may be send's own block (in place; send's other blocks then hold
+// partial results afterwards). It runs a pipelined ring.
+func (c *Comm) ReduceScatter(ctx context.Context, dt DType, op Op, send, recv []byte) error {
+	run, err := c.reduceScatterOp(dt, op, send, recv)
+	if err != nil {
+		return err
+	}
+	return c.locked(func() error { return run(ctx) })
+}
+
+func (c *Comm) reduceScatterOp(dt DType, op Op, send, recv []byte) (func(context.Context) error, error) {
+	const what = "reducescatter"
+	if err := c.checkDType(what, dt, send, recv); err != nil {
+		return nil, err
+	}
+	if !op.Valid() {
+		return nil, c.badArg(what, "reduction op %v", op)
+	}
+	n := c.Size()
+	if len(send) != n*len(recv) {
+		return nil, c.badArg(what, "send is %d bytes but must hold %d blocks of recv's %d bytes (%d bytes)", len(send), n, len(recv), n*len(recv))
+	}
+	return func(ctx context.Context) error {
+		return c.runColl(ctx, what, header(transport.CollReduceScatter, dt, op, len(send)/dt.Size(), -1, algoRing),
+			func(ctx context.Context, t transport.Transport, h transport.Header) error {
+				return ring.ReduceScatter(ctx, t, h, send, recv, c.evenCounts(len(recv)/dt.Size()))
+			})
+	}, nil
+}
+
+// Gather collects every rank's send, all of the same length, into recv on
+// rank root, block k from rank k. recv is used only at the root, where it
+// holds Size() blocks; other ranks may pass nil. It runs a binomial tree.
+func (c *Comm) Gather(ctx context.Context, dt DType, send, recv []byte, root int) error {
+	run, err := c.gatherOp(dt, send, recv, root)
+	if err != nil {
+		return err
+	}
+	return c.locked(func() error { return run(ctx) })
+}
+
+func (c *Comm) gatherOp(dt DType, send, recv []byte, root int) (func(context.Context) error, error) {
+	const what = "gather"
+	if err := c.checkDType(what, dt, send, recv); err != nil {
+		return nil, err
+	}
+	if err := c.checkRoot(what, root); err != nil {
+		return nil, err
+	}
+	n := c.Size()
+	if c.Rank() == root && len(recv) != n*len(send) {
+		return nil, c.badArg(what, "root's recv is %d bytes but %d ranks send %d bytes each; recv must hold %d bytes", len(recv), n, len(send), n*len(send))
+	}
+	return func(ctx context.Context) error {
+		return c.runColl(ctx, what, header(transport.CollGather, dt, 0, n*len(send)/dt.Size(), root, algoBinomial),
+			func(ctx context.Context, t transport.Transport, h transport.Header) error {
+				return binomial.Gather(ctx, t, h, send, recv, root)
+			})
+	}, nil
+}
+
+// Scatter sends block k of send on rank root to recv on rank k. Every recv
+// has the same length; send is used only at the root, where it holds Size()
+// such blocks; other ranks may pass nil. It runs a binomial tree.
+func (c *Comm) Scatter(ctx context.Context, dt DType, send, recv []byte, root int) error {
+	run, err := c.scatterOp(dt, send, recv, root)
+	if err != nil {
+		return err
+	}
+	return c.locked(func() error { return run(ctx) })
+}
+
+func (c *Comm) scatterOp(dt DType, send, recv []byte, root int) (func(context.Context) error, error) {
+	const what = "scatter"
+	if err := c.checkDType(what, dt, send, recv); err != nil {
+		return nil, err
+	}
+	if err := c.checkRoot(what, root); err != nil {
+		return nil, err
+	}
+	n := c.Size()
+	if c.Rank() == root && len(send) != n*len(recv) {
+		return nil, c.badArg(what, "root's send is %d bytes but must hold %d blocks of recv's %d bytes (%d bytes)", len(send), n, len(recv), n*len(recv))
+	}
+	return func(ctx context.Context) error {
+		return c.runColl(ctx, what, header(transport.CollScatter, dt, 0, n*len(recv)/dt.Size(), root, algoBinomial),
+			func(ctx context.Context, t transport.Transport, h transport.Header) error {
+				return binomial.Scatter(ctx, t, h, send, recv, root)
+			})
+	}, nil
+}
+
+// AllToAll sends block k of send to rank k, and receives rank k's block
+// into block k of recv, on every rank. send and recv have the same length,
+// Size() equal blocks; recv may be send (in place). It runs a pairwise
+// exchange.
+func (c *Comm) AllToAll(ctx context.Context, dt DType, send, recv []byte) error {
+	run, err := c.allToAllOp(dt, send, recv)
+	if err != nil {
+		return err
+	}
+	return c.locked(func() error { return run(ctx) })
+}
+
+func (c *Comm) allToAllOp(dt DType, send, recv []byte) (func(context.Context) error, error) {
+	const what = "alltoall"
+	if err := c.checkDType(what, dt, send, recv); err != nil {
+		return nil, err
+	}
+	n := c.Size()
+	if len(send) != len(recv) || (len(send)/dt.Size())%n != 0 {
+		return nil, c.badArg(what, "send is %d bytes and recv %d; both must hold %d equal blocks of whole %v elements", len(send), len(recv), n, dt)
+	}
+	return func(ctx context.Context) error {
+		return c.runColl(ctx, what, header(transport.CollAllToAll, dt, 0, len(send)/dt.Size(), -1, algoPairwise),
+			func(ctx context.Context, t transport.Transport, h transport.Header) error {
+				return pairwise.AllToAll(ctx, t, h, send, recv)
+			})
+	}, nil
+}
+
+// Barrier returns once every rank has called it (dissemination barrier,
+// ceil(log2 n) rounds of empty messages).
+func (c *Comm) Barrier(ctx context.Context) error {
+	run, err := c.barrierOp()
+	if err != nil {
+		return err
+	}
+	return c.locked(func() error { return run(ctx) })
+}
+
+func (c *Comm) barrierOp() (func(context.Context) error, error) {
+	return func(ctx context.Context) error {
+		return c.runColl(ctx, "barrier", header(transport.CollBarrier, 0, 0, 0, -1, algoDissemination),
+			func(ctx context.Context, t transport.Transport, h transport.Header) error {
+				return dissemination.Barrier(ctx, t, h)
+			})
+	}, nil
+}
+
+// The typed wrappers below read and write Go slices through the byte
+// methods without copying.
+
+// Broadcast copies buf on rank root into buf on every rank.
+func Broadcast[T Element](ctx context.Context, c *Comm, buf []T, root int) error {
+	return c.Broadcast(ctx, dtypeOf[T](), reduce.Bytes(buf), root)
+}
+
+// Reduce reduces send over all ranks with op into recv on rank root (other
+// ranks may pass a nil recv).
+func Reduce[T Element](ctx context.Context, c *Comm, send, recv []T, op Op, root int) error {
+	return c.Reduce(ctx, dtypeOf[T](), op, reduce.Bytes(send), reduce.Bytes(recv), root)
+}
+
+// AllGather gathers every rank's send into recv (Size() blocks) on every rank.
+func AllGather[T Element](ctx context.Context, c *Comm, send, recv []T) error {
+	return c.AllGather(ctx, dtypeOf[T](), reduce.Bytes(send), reduce.Bytes(recv))
+}
+
+// ReduceScatter reduces send (Size() blocks) with op and leaves rank r's
+// block of the result in recv.
+func ReduceScatter[T Element](ctx context.Context, c *Comm, send, recv []T, op Op) error {
+	return c.ReduceScatter(ctx, dtypeOf[T](), op, reduce.Bytes(send), reduce.Bytes(recv))
+}
+
+// Gather collects every rank's send into recv on rank root.
+func Gather[T Element](ctx context.Context, c *Comm, send, recv []T, root int) error {
+	return c.Gather(ctx, dtypeOf[T](), reduce.Bytes(send), reduce.Bytes(recv), root)
+}
+
+// Scatter sends block k of send on rank root to recv on rank k.
+func Scatter[T Element](ctx context.Context, c *Comm, send, recv []T, root int) error {
+	return c.Scatter(ctx, dtypeOf[T](), reduce.Bytes(send), reduce.Bytes(recv), root)
+}
+
+// AllToAll sends block k of send to rank k and receives block k of recv
+// from rank k.
+func AllToAll[T Element](ctx context.Context, c *Comm, send, recv []T) error {
+	return c.AllToAll(ctx, dtypeOf[T](), reduce.Bytes(send), reduce.Bytes(recv))
+}

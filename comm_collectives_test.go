@@ -1,0 +1,362 @@
+package collkit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/collkit/collkit/algo/algotest"
+	"github.com/collkit/collkit/reduce"
+	"github.com/collkit/collkit/transport"
+	"github.com/collkit/collkit/verify"
+)
+
+// newComms builds one communicator per transport.
+func newComms(t testing.TB, ts []transport.Transport) []*Comm {
+	t.Helper()
+	cs := make([]*Comm, len(ts))
+	for r, tr := range ts {
+		c, err := New(tr, Options{Timeout: 60 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		cs[r] = c
+	}
+	return cs
+}
+
+// onAll runs fn on every rank at once; a failing rank's error is returned
+// (the communicator's own failure handling unblocks the others).
+func onAll(cs []*Comm, fn func(ctx context.Context, r int, c *Comm) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	errs := make([]error, len(cs))
+	var wg sync.WaitGroup
+	for r, c := range cs {
+		wg.Go(func() {
+			if err := fn(ctx, r, c); err != nil {
+				errs[r] = fmt.Errorf("rank %d: %w", r, err)
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func fill(dt DType, op Op, count int, seed uint64, rank int) []byte {
+	b := make([]byte, count*dt.Size())
+	verify.Fill(dt, op, b, seed, rank)
+	return b
+}
+
+func poisoned(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = 0xA5
+	}
+	return b
+}
+
+func wrong(dt DType, got, want []byte) error {
+	if w := verify.Wrong(dt, got, want); w > 0 {
+		return fmt.Errorf("%d of %d elements wrong", w, len(want)/dt.Size())
+	}
+	return nil
+}
+
+// collCounts are per-rank element counts: empty, one, odd, and one past
+// the tree threshold for 8-byte types.
+var collCounts = []int{0, 1, 3, 131, 1031}
+
+// testCollectives runs every collective against a naive reference: every
+// dtype, every op (rotating with the count), every root, in place and out
+// of place, with the tree path and (treeBytes < 0) the ring path.
+func testCollectives(t *testing.T, world algotest.World, sizes []int, counts []int) {
+	for _, n := range sizes {
+		for _, path := range []string{"tree", "ring"} {
+			t.Run(fmt.Sprintf("n=%d/%s", n, path), func(t *testing.T) {
+				cs := newComms(t, world(t, n))
+				for _, c := range cs {
+					if path == "ring" {
+						c.treeBytes = -1
+					}
+				}
+				var seed uint64
+				for di, dt := range reduce.DTypes {
+					for ci, count := range counts {
+						op := reduce.Ops[(ci+di)%len(reduce.Ops)]
+						inPlace := (ci+di)%2 == 0
+						for _, cc := range collectiveCases(n, dt, op, count, inPlace) {
+							seed++
+							if err := onAll(cs, func(ctx context.Context, r int, c *Comm) error { return cc.run(ctx, c, r, seed) }); err != nil {
+								t.Fatalf("%s %v %v count=%d inPlace=%v: %v", cc.name, dt, op, count, inPlace, err)
+							}
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+type collCase struct {
+	name string
+	run  func(ctx context.Context, c *Comm, r int, seed uint64) error
+}
+
+func collectiveCases(n int, dt DType, op Op, count int, inPlace bool) []collCase {
+	es := dt.Size()
+	var cases []collCase
+	for root := range n {
+		cases = append(cases,
+			collCase{fmt.Sprintf("broadcast root %d", root), func(ctx context.Context, c *Comm, r int, seed uint64) error {
+				want := fill(dt, op, count, seed, root)
+				buf := poisoned(len(want))
+				if r == root {
+					copy(buf, want)
+				}
+				if err := c.Broadcast(ctx, dt, buf, root); err != nil {
+					return err
+				}
+				return wrong(dt, buf, want)
+			}},
+			collCase{fmt.Sprintf("reduce root %d", root), func(ctx context.Context, c *Comm, r int, seed uint64) error {
+				send := fill(dt, op, count, seed, r)
+				var recv []byte
+				switch {
+				case r == root && inPlace:
+					recv = send
+				case r == root:
+					recv = poisoned(len(send))
+				}
+				if err := c.Reduce(ctx, dt, op, send, recv, root); err != nil {
+					return err
+				}
+				if r != root {
+					return nil
+				}
+				want := make([]byte, len(send))
+				verify.Expect(dt, op, want, seed, n)
+				return wrong(dt, recv, want)
+			}},
+			collCase{fmt.Sprintf("gather root %d", root), func(ctx context.Context, c *Comm, r int, seed uint64) error {
+				send := fill(dt, op, count, seed, r)
+				var recv []byte
+				if r == root {
+					recv = poisoned(n * len(send))
+				}
+				if err := c.Gather(ctx, dt, send, recv, root); err != nil || r != root {
+					return err
+				}
+				want := make([]byte, 0, len(recv))
+				for k := range n {
+					want = append(want, fill(dt, op, count, seed, k)...)
+				}
+				return wrong(dt, recv, want)
+			}},
+			collCase{fmt.Sprintf("scatter root %d", root), func(ctx context.Context, c *Comm, r int, seed uint64) error {
+				all := fill(dt, op, n*count, seed, root)
+				var send []byte
+				if r == root {
+					send = all
+				}
+				recv := poisoned(count * es)
+				if err := c.Scatter(ctx, dt, send, recv, root); err != nil {
+					return err
+				}
+				return wrong(dt, recv, all[r*count*es:(r+1)*count*es])
+			}},
+		)
+	}
+	return append(cases,
+		collCase{"allgather", func(ctx context.Context, c *Comm, r int, seed uint64) error {
+			recv := poisoned(n * count * es)
+			send := recv[r*count*es : (r+1)*count*es]
+			if !inPlace {
+				send = make([]byte, count*es)
+			}
+			verify.Fill(dt, op, send, seed, r)
+			if err := c.AllGather(ctx, dt, send, recv); err != nil {
+				return err
+			}
+			want := make([]byte, 0, len(recv))
+			for k := range n {
+				want = append(want, fill(dt, op, count, seed, k)...)
+			}
+			return wrong(dt, recv, want)
+		}},
+		collCase{"reducescatter", func(ctx context.Context, c *Comm, r int, seed uint64) error {
+			send := fill(dt, op, n*count, seed, r)
+			recv := send[r*count*es : (r+1)*count*es]
+			if !inPlace {
+				recv = poisoned(count * es)
+			}
+			if err := c.ReduceScatter(ctx, dt, op, send, recv); err != nil {
+				return err
+			}
+			want := make([]byte, n*count*es)
+			verify.Expect(dt, op, want, seed, n)
+			return wrong(dt, recv, want[r*count*es:(r+1)*count*es])
+		}},
+		collCase{"alltoall", func(ctx context.Context, c *Comm, r int, seed uint64) error {
+			send := fill(dt, op, n*count, seed, r)
+			recv := send
+			if !inPlace {
+				recv = poisoned(len(send))
+			}
+			if err := c.AllToAll(ctx, dt, send, recv); err != nil {
+				return err
+			}
+			want := make([]byte, 0, len(recv))
+			for k := range n {
+				want = append(want, fill(dt, op, n*count, seed, k)[r*count*es:(r+1)*count*es]...)
+			}
+			return wrong(dt, recv, want)
+		}},
+		collCase{"sendrecv ring", func(ctx context.Context, c *Comm, r int, seed uint64) error {
+			if n == 1 {
+				return nil
+			}
+			// Odd ranks receive first, so that blocking sends cannot
+			// deadlock the ring (the last even rank sends to rank 0 only
+			// after rank 0's send completed).
+			to, from := (r+1)%n, (r-1+n)%n
+			recv := poisoned(count * es)
+			var err error
+			if r%2 == 0 {
+				if err = c.Send(ctx, dt, fill(dt, op, count, seed, r), to); err == nil {
+					err = c.Recv(ctx, dt, recv, from)
+				}
+			} else if err = c.Recv(ctx, dt, recv, from); err == nil {
+				err = c.Send(ctx, dt, fill(dt, op, count, seed, r), to)
+			}
+			if err != nil {
+				return err
+			}
+			return wrong(dt, recv, fill(dt, op, count, seed, from))
+		}},
+	)
+}
+
+func TestCollectivesMem(t *testing.T) {
+	testCollectives(t, algotest.MemWorld, []int{1, 2, 3, 4, 5, 6, 7, 8}, collCounts)
+}
+
+func TestCollectivesTCP(t *testing.T) {
+	testCollectives(t, algotest.TCPWorld, []int{2, 3, 8}, []int{0, 3, 9001})
+}
+
+// Nobody leaves a barrier before everyone has entered it.
+func TestBarrier(t *testing.T) {
+	for _, world := range []algotest.World{algotest.MemWorld, algotest.TCPWorld} {
+		for _, n := range []int{1, 2, 3, 5, 8} {
+			cs := newComms(t, world(t, n))
+			for round := range 20 {
+				var entered atomic.Int64
+				err := onAll(cs, func(ctx context.Context, r int, c *Comm) error {
+					entered.Add(1)
+					if err := c.Barrier(ctx); err != nil {
+						return err
+					}
+					if got := entered.Load(); got != int64(n) {
+						return fmt.Errorf("round %d: left the barrier when %d of %d ranks had entered", round, got, n)
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Everyone has checked before the next round's increments.
+				if err := onAll(cs, func(ctx context.Context, r int, c *Comm) error { return c.Barrier(ctx) }); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+}
+
+// Bad arguments give ErrBadArgument on the caller's rank, before anything
+// is sent, and leave the communicator usable.
+func TestCollectiveBadArguments(t *testing.T) {
+	cs := newComms(t, algotest.MemWorld(t, 3))
+	c, ctx := cs[1], context.Background()
+	for name, err := range map[string]error{
+		"broadcast root":    c.Broadcast(ctx, Float32, make([]byte, 4), 3),
+		"broadcast dtype":   c.Broadcast(ctx, 0, nil, 0),
+		"broadcast partial": c.Broadcast(ctx, Float32, make([]byte, 6), 0),
+		"reduce op":         c.Reduce(ctx, Float32, 0, make([]byte, 4), nil, 0),
+		"reduce root recv":  c.Reduce(ctx, Float32, Sum, make([]byte, 4), make([]byte, 8), 1),
+		"allgather":         c.AllGather(ctx, Float32, make([]byte, 4), make([]byte, 8)),
+		"reducescatter":     c.ReduceScatter(ctx, Float32, Sum, make([]byte, 8), make([]byte, 4)),
+		"gather":            c.Gather(ctx, Float32, make([]byte, 4), make([]byte, 4), 1),
+		"scatter":           c.Scatter(ctx, Float32, make([]byte, 4), make([]byte, 4), 1),
+		"alltoall":          c.AllToAll(ctx, Float32, make([]byte, 8), make([]byte, 8)),
+		"send to self":      c.Send(ctx, Float32, nil, 1),
+		"recv from nobody":  c.Recv(ctx, Float32, nil, 5),
+	} {
+		if !errors.Is(err, ErrBadArgument) || !strings.Contains(err.Error(), "rank 1") {
+			t.Errorf("%s: got %v, want ErrBadArgument naming rank 1", name, err)
+		}
+	}
+	if err := onAll(cs, func(ctx context.Context, r int, c *Comm) error { return c.Barrier(ctx) }); err != nil {
+		t.Fatalf("communicator unusable after bad arguments: %v", err)
+	}
+}
+
+// A rank that closes its communicator makes the others' collectives fail
+// fast, for every collective, instead of waiting for the timeout.
+func TestCollectivePeerCloses(t *testing.T) {
+	for _, coll := range []string{"broadcast", "reduce", "allgather", "reducescatter", "gather", "scatter", "alltoall", "barrier", "recv"} {
+		cs := newComms(t, algotest.TCPWorld(t, 4))
+		start := time.Now()
+		err := onAll(cs, func(ctx context.Context, r int, c *Comm) error {
+			if r == 3 {
+				return c.Close()
+			}
+			const bs = 1 << 16
+			var err error
+			switch coll {
+			case "broadcast":
+				err = c.Broadcast(ctx, Uint8, make([]byte, 4*bs), 3)
+			case "reduce":
+				err = c.Reduce(ctx, Uint8, Sum, make([]byte, 4*bs), make([]byte, 4*bs), 0)
+			case "allgather":
+				err = c.AllGather(ctx, Uint8, make([]byte, bs), make([]byte, 4*bs))
+			case "reducescatter":
+				err = c.ReduceScatter(ctx, Uint8, Sum, make([]byte, 4*bs), make([]byte, bs))
+			case "gather":
+				err = c.Gather(ctx, Uint8, make([]byte, bs), make([]byte, 4*bs), 0)
+			case "scatter":
+				err = c.Scatter(ctx, Uint8, make([]byte, 4*bs), make([]byte, bs), 3)
+			case "alltoall":
+				err = c.AllToAll(ctx, Uint8, make([]byte, 4*bs), make([]byte, 4*bs))
+			case "barrier":
+				err = c.Barrier(ctx)
+			case "recv":
+				err = c.Recv(ctx, Uint8, make([]byte, bs), 3)
+			}
+			if r == 1 && coll == "gather" || r == 2 && coll == "gather" {
+				// Leaves of the gather tree below rank 0 may finish before
+				// anyone notices rank 3.
+				return nil
+			}
+			if err == nil {
+				return fmt.Errorf("%s succeeded with rank 3 closed", coll)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d > 30*time.Second {
+			t.Fatalf("%s: took %v to fail", coll, d)
+		}
+	}
+}
