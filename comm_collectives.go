@@ -35,6 +35,24 @@ const (
 	algoDirect
 )
 
+// collAlgorithmName names the algorithm ids of the collectives other than
+// all-reduce, for statistics and traces.
+func collAlgorithmName(id uint8) string {
+	switch id {
+	case algoBinomial:
+		return "binomial"
+	case algoRing:
+		return "ring"
+	case algoPairwise:
+		return "pairwise"
+	case algoDissemination:
+		return "dissemination"
+	case algoDirect:
+		return "direct"
+	}
+	return "-"
+}
+
 // runColl runs one collective: it checks the communicator, numbers the call,
 // applies the timeout and makes a failure fatal to the communicator. The
 // caller holds c.mu.
@@ -46,7 +64,8 @@ func (c *Comm) runColl(ctx context.Context, what string, h transport.Header, fn 
 	c.seq++
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	if err := fn(ctx, c.t, h); err != nil {
+	err := c.observed(h.Coll.String(), collAlgorithmName(h.Algo), h, int(h.Count)*max(h.DType.Size(), 1), func(t transport.Transport) error { return fn(ctx, t, h) })
+	if err != nil {
 		return c.fail(fmt.Errorf("collkit: rank %d: %s #%d (%d x %v): %w", c.Rank(), what, h.Seq, h.Count, h.DType, explain(ctx, err)))
 	}
 	return nil

@@ -252,19 +252,26 @@ func (g *Group) runP2P(ctx context.Context) error {
 	defer cancel()
 	errs := make([]error, len(order))
 	var wg sync.WaitGroup
-	for i, l := range order {
-		wg.Go(func() {
-			for _, fn := range lanes[l] {
-				if err := fn(ctx, c.t); err != nil {
-					dir := map[bool]string{true: "send to", false: "recv from"}[l.send]
-					errs[i] = fmt.Errorf("%s rank %d: %w", dir, l.peer, err)
-					cancel()
-					return
-				}
-			}
-		})
+	bytes := 0
+	for _, p := range g.p2p {
+		bytes += len(p.buf)
 	}
-	wg.Wait()
+	c.observed("group sendrecv", "direct", transport.Header{}, bytes, func(t transport.Transport) error {
+		for i, l := range order {
+			wg.Go(func() {
+				for _, fn := range lanes[l] {
+					if err := fn(ctx, t); err != nil {
+						dir := map[bool]string{true: "send to", false: "recv from"}[l.send]
+						errs[i] = fmt.Errorf("%s rank %d: %w", dir, l.peer, err)
+						cancel()
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	})
 	if err := errors.Join(errs...); err != nil {
 		return c.fail(fmt.Errorf("collkit: rank %d: group send/recv: %w", c.Rank(), explain(ctx, err)))
 	}

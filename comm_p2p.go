@@ -98,7 +98,8 @@ func (c *Comm) runP2P(ctx context.Context, what string, peer int, fn func(contex
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	if err := fn(ctx, c.t, h); err != nil {
+	err := c.observed(what, "direct", h, int(h.Count)*max(h.DType.Size(), 1), func(t transport.Transport) error { return fn(ctx, t, h) })
+	if err != nil {
 		return c.fail(fmt.Errorf("collkit: rank %d: %s #%d with rank %d (%d x %v): %w", c.Rank(), what, h.Seq, peer, h.Count, h.DType, explain(ctx, err)))
 	}
 	return nil
