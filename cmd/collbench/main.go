@@ -47,6 +47,10 @@ type options struct {
 	coll           string // --coll: the collective measured
 	root           int    // --root: the root of rooted collectives
 	jsonPath       string
+	stats          bool   // --stats
+	tracePath      string // --trace
+	metricsAddr    string // --metrics-addr
+	metrics        *metricsServer
 	csvPath        string
 	plotPath       string
 	quiet          bool
@@ -154,6 +158,10 @@ func worker(ctx context.Context, env bootstrap.Env, opts options, stdout io.Writ
 		return usageError{fmt.Errorf("collkit: rank %d: %w", env.Rank, err)}
 	}
 	defer closer.Close()
+	if opts.metrics, err = startMetrics(opts.metricsAddr, env); err != nil {
+		return usageError{err}
+	}
+	defer opts.metrics.Close()
 
 	lead := env.Rank == 0
 	out := io.Discard
@@ -212,11 +220,13 @@ func runTransport(ctx context.Context, env bootstrap.Env, store bootstrap.Store,
 		Tuning:         opts.tuningIn,
 		SimulatedNodes: opts.nodes,
 		SpinWait:       spinWait(opts.spinWait),
+		Trace:          opts.tracePath != "",
 	})
 	if err != nil {
 		return nil, usageError{err}
 	}
 	defer comm.Close()
+	opts.metrics.add(comm, tr)
 	if opts.root >= comm.Size() {
 		return nil, usageError{fmt.Errorf("--root %d is not a rank of %d (0 to %d)", opts.root, comm.Size(), comm.Size()-1)}
 	}
@@ -232,7 +242,7 @@ func runTransport(ctx context.Context, env bootstrap.Env, store bootstrap.Store,
 		}
 		reports = append(reports, report)
 	}
-	return reports, nil
+	return reports, finishObserving(ctx, comm, tr, opts, out)
 }
 
 // runOne sweeps the sizes with the communicator's current algorithm.
@@ -288,6 +298,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	fs.StringVar(&o.coll, "coll", "allreduce", "collective to measure: "+strings.Join(bench.Collectives(), ", "))
 	fs.IntVarP(&o.root, "root", "r", 0, "root rank of broadcast, reduce, gather and scatter")
+	fs.BoolVar(&o.stats, "stats", false, "print rank 0's communication statistics (ops, bytes, p50/p99 per collective and algorithm) after the run")
+	fs.StringVar(&o.tracePath, "trace", "", "write a Chrome/Perfetto trace of every rank's collectives and messages to this file")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this host:port during the run (local rank k on port+k)")
 	fs.StringVarP(&algo, "algo", "a", "ring", "all-reduce algorithm, a comma-separated list, or all: "+strings.Join(collkit.Algorithms(), ", "))
 	fs.StringVar(&o.tuningIn, "tuning", "", "tuning file from 'collbench tune' for --algo adaptive (default $COLLKIT_TUNING)")
 	fs.StringVarP(&transports, "transport", "t", "tcp", "transport, a comma-separated list, or all: "+strings.Join(collkit.Transports(), ", "))
