@@ -7,3 +7,8 @@ require (
 	golang.org/x/sys v0.49.0
 	gonum.org/v1/gonum v0.17.0
 )
+
+require (
+	github.com/NVIDIA/go-nvml v0.13.3-0 // indirect
+	github.com/ebitengine/purego v0.11.3 // indirect
+)
