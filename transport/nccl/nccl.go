@@ -38,6 +38,10 @@ type Config struct {
 	Blocking bool
 }
 
+// ErrNoDevice is wrapped by Connect when NCCL loads but no CUDA device can
+// be used (no driver, no GPU, CUDA_VISIBLE_DEVICES empty).
+var ErrNoDevice = errors.New("no CUDA device")
+
 // DefaultCloseTimeout is Config.CloseTimeout's zero value.
 const DefaultCloseTimeout = 10 * time.Second
 
@@ -168,11 +172,11 @@ func (t *Transport) Connect(ctx context.Context, store bootstrap.Store) error {
 
 	var n int32
 	if r := t.a.cudaGetDeviceCount(&n); r != cudaSuccess || n == 0 {
-		why := "no CUDA device is visible"
+		why := "none is visible"
 		if r != cudaSuccess {
 			why = fmt.Sprintf("cudaGetDeviceCount: %s (code %d)", t.a.cudaGetErrorString(r), r)
 		}
-		return fmt.Errorf("nccl: rank %d: %s; check the NVIDIA driver (nvidia-smi) and CUDA_VISIBLE_DEVICES", t.rank, why)
+		return fmt.Errorf("nccl: rank %d: %w: %s; check the NVIDIA driver (nvidia-smi) and CUDA_VISIBLE_DEVICES", t.rank, ErrNoDevice, why)
 	}
 	t.dev = int32(t.cfg.LocalRank % int(n))
 	if algo, _ := algoEnv(t.cfg.Algo); algo != "" {

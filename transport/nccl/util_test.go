@@ -1,0 +1,5 @@
+package nccl
+
+import "os"
+
+func mkdirTemp() (string, error) { return os.MkdirTemp("", "collkit-fake-nccl-") }
