@@ -130,7 +130,7 @@ func testCollectives(t *testing.T, size int) {
 	}
 }
 
-func TestGPUCollectivesOneRank(t *testing.T) { testCollectives(t, 1) }
+func TestGPUCollectivesOneRank(t *testing.T)  { testCollectives(t, 1) }
 func TestGPUCollectivesTwoRanks(t *testing.T) { testCollectives(t, 2) }
 
 func TestGPUExchangeAndSplit(t *testing.T) {
