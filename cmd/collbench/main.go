@@ -60,11 +60,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	if len(args) > 0 && args[0] == "topo" {
+		return topo(stdout, stderr)
+	}
 	opts, err := parseFlags(args, stderr)
 	if errors.Is(err, pflag.ErrHelp) {
 		return 0
 	}
 	if err != nil {
+		fmt.Fprintf(stderr, "collbench: %v\n", err)
+		return exitUsage
+	}
+	if err := transportAvailable(opts.transport); err != nil {
 		fmt.Fprintf(stderr, "collbench: %v\n", err)
 		return exitUsage
 	}
