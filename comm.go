@@ -85,6 +85,9 @@ func findAlgorithm(name string) (uint8, error) {
 // algorithm returns the function that runs the named algorithm with this
 // communicator's settings.
 func (c *Comm) algorithm(id uint8) (AllReduceFunc, error) {
+	if n, ok := c.t.(transport.NativeCollectives); ok {
+		return nativeAllReduce(c.t, n, algorithmNames[id])
+	}
 	switch algorithmNames[id] {
 	case "ring":
 		return ring.AllReduce, nil

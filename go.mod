@@ -3,6 +3,8 @@ module github.com/collkit/collkit
 go 1.26.0
 
 require (
+	github.com/NVIDIA/go-nvml v0.13.3-0
+	github.com/ebitengine/purego v0.11.3
 	github.com/montanaflynn/stats v0.14.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/schollz/progressbar/v3 v3.19.1

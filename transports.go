@@ -8,6 +8,7 @@ import (
 
 	"github.com/collkit/collkit/bootstrap"
 	"github.com/collkit/collkit/transport"
+	"github.com/collkit/collkit/transport/nccl"
 	"github.com/collkit/collkit/transport/tcp"
 )
 
@@ -31,6 +32,7 @@ type transportEntry struct {
 // error) and a constructor.
 var transportRegistry = []transportEntry{
 	{name: "tcp", connect: connectTCP},
+	{name: "nccl", available: nccl.Available, connect: connectNCCL},
 }
 
 // Transports lists the transport names Options.Transport accepts, available
@@ -55,7 +57,7 @@ func TransportAvailable(name string) error {
 		return nil
 	}
 	if err := e.available(); err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrTransportUnavailable, name, err)
+		return fmt.Errorf("%w: %w", ErrTransportUnavailable, err)
 	}
 	return nil
 }

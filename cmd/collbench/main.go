@@ -77,6 +77,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		switch args[0] {
 		case "compare":
 			return runCompare(args[1:], stdout, stderr)
+		case "topo":
+			return topo(stdout, stderr)
 		case "plot":
 			return runPlot(args[1:], stdout, stderr)
 		}

@@ -1,0 +1,47 @@
+package collkit
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/collkit/collkit/bootstrap"
+	"github.com/collkit/collkit/transport"
+	"github.com/collkit/collkit/transport/nccl"
+)
+
+// nativeAllReduce hands all-reduce to a transport that runs collectives
+// itself (NCCL). Its library has its own ring and tree; collkit's other
+// algorithms do not apply.
+func nativeAllReduce(t transport.Transport, n transport.NativeCollectives, algo string) (AllReduceFunc, error) {
+	if algo != "ring" && algo != "tree" {
+		return nil, fmt.Errorf("%w: algorithm %q: this transport runs its own collectives; use ring or tree (NCCL_ALGO)", ErrBadArgument, algo)
+	}
+	if f, ok := t.(interface{ Algorithm() string }); ok && f.Algorithm() != "" && f.Algorithm() != algo {
+		return nil, fmt.Errorf("%w: algorithm %q: the communicator was created with NCCL_ALGO for %s, which NCCL reads only then; run once per algorithm",
+			ErrBadArgument, algo, f.Algorithm())
+	}
+	return func(ctx context.Context, _ transport.Transport, h transport.Header, send, recv []byte) error {
+		return n.AllReduce(ctx, h.DType, h.Op, send, recv)
+	}, nil
+}
+
+// connectNCCL creates the NCCL transport: the rank's GPU from its local
+// rank, NCCL_ALGO from the algorithm.
+func connectNCCL(ctx context.Context, env bootstrap.Env, store bootstrap.Store, opts Options) (transport.Transport, error) {
+	algo := opts.Algorithm
+	if algo == "" {
+		algo = "ring"
+	}
+	if algo != "ring" && algo != "tree" {
+		return nil, fmt.Errorf("%w: algorithm %q over nccl: NCCL runs its own ring or tree; use --algo ring or tree", ErrBadArgument, algo)
+	}
+	t, err := nccl.New(nccl.Config{Rank: env.Rank, Size: env.Size, LocalRank: env.LocalRank, Name: env.JobID, Algo: algo})
+	if err != nil {
+		return nil, err
+	}
+	if err := t.Connect(ctx, store); err != nil {
+		t.Close()
+		return nil, err
+	}
+	return t, nil
+}

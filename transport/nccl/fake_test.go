@@ -1,0 +1,322 @@
+//go:build linux && (amd64 || arm64)
+
+package nccl
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ebitengine/purego"
+
+	"github.com/collkit/collkit/bootstrap"
+	"github.com/collkit/collkit/reduce"
+	"github.com/collkit/collkit/transport"
+	"github.com/collkit/collkit/verify"
+)
+
+// The fake library (testdata/fake_nccl_for_tests.c) lets these tests run
+// the binding itself on a machine without a GPU: every NCCL and CUDA call
+// collkit makes goes through purego into C, with the real signatures.
+
+type fakeControl struct {
+	setMode  func(int32)
+	aborts   func() int32
+	destroys func() int32
+	last     func(*[8]int64)
+}
+
+var (
+	fakeOnce sync.Once
+	fakeAPI  *api
+	fakeCtl  fakeControl
+	fakeErr  error
+	fakeMu   sync.Mutex // the fake has global state: one test at a time
+)
+
+func loadFake(t *testing.T) (*api, fakeControl) {
+	t.Helper()
+	fakeOnce.Do(func() {
+		gcc, err := exec.LookPath("gcc")
+		if err != nil {
+			fakeErr = err
+			return
+		}
+		dir, err := mkdirTemp()
+		if err != nil {
+			fakeErr = err
+			return
+		}
+		so := filepath.Join(dir, "libfake_nccl_for_tests.so")
+		out, err := exec.Command(gcc, "-shared", "-fPIC", "-O1", "-o", so, filepath.Join("testdata", "fake_nccl_for_tests.c")).CombinedOutput()
+		if err != nil {
+			fakeErr = errors.New("gcc: " + err.Error() + ": " + string(out))
+			return
+		}
+		env := searchEnv{
+			getenv: func(k string) string {
+				if k == EnvNCCLLib || k == EnvCUDARTLib {
+					return so
+				}
+				return ""
+			},
+			glob:   filepath.Glob,
+			exists: func(string) bool { return false },
+		}
+		if fakeAPI, fakeErr = load(env); fakeErr != nil {
+			return
+		}
+		h, err := purego.Dlopen(so, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+		if err != nil {
+			fakeErr = err
+			return
+		}
+		purego.RegisterLibFunc(&fakeCtl.setMode, h, "fake_set_mode")
+		purego.RegisterLibFunc(&fakeCtl.aborts, h, "fake_aborts")
+		purego.RegisterLibFunc(&fakeCtl.destroys, h, "fake_destroys")
+		purego.RegisterLibFunc(&fakeCtl.last, h, "fake_last")
+	})
+	if fakeErr != nil {
+		t.Skipf("cannot build the fake NCCL library for the binding tests: %v", fakeErr)
+	}
+	fakeMu.Lock()
+	t.Cleanup(func() { fakeCtl.setMode(0); fakeMu.Unlock() })
+	return fakeAPI, fakeCtl
+}
+
+// connectFake connects a one-rank Transport to the fake library.
+func connectFake(t *testing.T, a *api) *Transport {
+	t.Helper()
+	tr, err := newWith(Config{Rank: 0, Size: 1}, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := tr.Connect(ctx, bootstrap.NewMemStore()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr
+}
+
+func TestFakeVersionAndPaths(t *testing.T) {
+	a, _ := loadFake(t)
+	tr, err := newWith(Config{Rank: 0, Size: 1}, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := tr.Version(); !bytes.Contains([]byte(v), []byte("NCCL 2.21.5")) || !bytes.Contains([]byte(v), []byte("libfake_nccl_for_tests.so")) {
+		t.Errorf("Version() = %q, want NCCL 2.21.5 from the fake library", v)
+	}
+}
+
+// TestFakeCollectives runs every native collective through the binding and
+// checks both the data (a one-rank world copies) and the arguments the C
+// side received: count, NCCL dtype and op codes, root.
+func TestFakeCollectives(t *testing.T) {
+	a, ctl := loadFake(t)
+	tr := connectFake(t, a)
+	ctx := context.Background()
+	const n = 37
+	for _, dt := range reduce.DTypes {
+		for _, op := range reduce.Ops {
+			send := make([]byte, n*dt.Size())
+			verify.Fill(dt, op, send, 7, 0)
+			want := make([]byte, len(send))
+			verify.Expect(dt, op, want, 7, 1)
+			recv := make([]byte, len(send))
+			if err := tr.AllReduce(ctx, dt, op, send, recv); err != nil {
+				t.Fatalf("%v %v: %v", dt, op, err)
+			}
+			if w := verify.Wrong(dt, recv, want); w != 0 {
+				t.Errorf("allreduce %v %v: %d wrong elements", dt, op, w)
+			}
+			var last [8]int64
+			ctl.last(&last)
+			if last[0] != 1 || last[1] != n || last[2] != int64(dtypes[dt]) || last[3] != int64(ops[op]) {
+				t.Errorf("allreduce %v %v: C saw call %d count %d dtype %d op %d, want 1 %d %d %d",
+					dt, op, last[0], last[1], last[2], last[3], n, dtypes[dt], ops[op])
+			}
+		}
+	}
+	dt := reduce.Float32
+	send := make([]byte, n*4)
+	verify.Fill(dt, reduce.Sum, send, 3, 0)
+	check := func(name string, call int64, root int64, err error, got []byte) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !bytes.Equal(got, send) {
+			t.Errorf("%s: data differs from the one rank's input", name)
+		}
+		var last [8]int64
+		ctl.last(&last)
+		if last[0] != call || last[1] != n || last[2] != 7 || last[4] != root {
+			t.Errorf("%s: C saw call %d count %d dtype %d root %d, want %d %d 7 %d", name, last[0], last[1], last[2], last[4], call, n, root)
+		}
+	}
+	recv := make([]byte, len(send))
+	check("broadcast", 2, 0, tr.Broadcast(ctx, dt, 0, send, recv), recv)
+	recv = make([]byte, len(send))
+	check("reduce", 3, 0, tr.Reduce(ctx, dt, reduce.Max, 0, send, recv), recv)
+	recv = make([]byte, len(send))
+	check("allgather", 4, -1, tr.AllGather(ctx, dt, send, recv), recv)
+	recv = make([]byte, len(send))
+	check("reducescatter", 5, -1, tr.ReduceScatter(ctx, dt, reduce.Sum, send, recv), recv)
+
+	// In place.
+	buf := append([]byte{}, send...)
+	if err := tr.AllReduce(ctx, dt, reduce.Sum, buf, buf); err != nil || !bytes.Equal(buf, send) {
+		t.Errorf("in-place allreduce: err %v, equal %v", err, bytes.Equal(buf, send))
+	}
+	// Bad arguments: one clear error, no call into NCCL.
+	if err := tr.AllReduce(ctx, dt, reduce.Sum, send, make([]byte, 4)); err == nil {
+		t.Error("allreduce with different send and recv lengths succeeded")
+	}
+	if err := tr.Broadcast(ctx, dt, 1, send, recv); err == nil {
+		t.Error("broadcast from root 1 of 1 rank succeeded")
+	}
+}
+
+func TestFakeExchangeGroup(t *testing.T) {
+	a, ctl := loadFake(t)
+	tr := connectFake(t, a)
+	s1, s2 := []byte("first message"), []byte("second, longer message")
+	r1, r2 := make([]byte, len(s1)), make([]byte, len(s2))
+	err := tr.Exchange(context.Background(), []Transfer{{0, s1}, {0, s2}}, []Transfer{{0, r1}, {0, r2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(r1, s1) || !bytes.Equal(r2, s2) {
+		t.Errorf("exchange with self: got %q, %q", r1, r2)
+	}
+	var last [8]int64
+	ctl.last(&last)
+	if last[0] != 7 || last[1] != int64(len(s2)) || last[2] != ncclUint8 || last[5] != 0 {
+		t.Errorf("last call %v, want ncclRecv of %d uint8 from rank 0", last, len(s2))
+	}
+	if err := tr.Exchange(context.Background(), []Transfer{{1, s1}}, nil); !errors.Is(err, transport.ErrBadPeer) {
+		t.Errorf("exchange with rank 1 of 1: %v, want ErrBadPeer", err)
+	}
+}
+
+func TestFakeSplit(t *testing.T) {
+	a, ctl := loadFake(t)
+	tr := connectFake(t, a)
+	ctx := context.Background()
+	sub, err := tr.Split(ctx, 3, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last [8]int64
+	ctl.last(&last)
+	if last[6] != 3 || last[7] != 7 {
+		t.Errorf("ncclCommSplit saw color %d key %d, want 3 7", last[6], last[7])
+	}
+	if sub.Rank() != 0 || sub.Size() != 1 {
+		t.Errorf("sub-communicator rank %d size %d, want 0 1", sub.Rank(), sub.Size())
+	}
+	in := []byte{1, 2, 3, 4}
+	out := make([]byte, 4)
+	if err := sub.AllReduce(ctx, reduce.Uint8, reduce.Sum, in, out); err != nil || !bytes.Equal(in, out) {
+		t.Errorf("allreduce on the sub-communicator: %v, %v", err, out)
+	}
+	none, err := tr.Split(ctx, -5, 0)
+	if err != nil || none != nil {
+		t.Errorf("split with a negative color: %v, %v; want nil, nil", none, err)
+	}
+	ctl.last(&last)
+	if last[6] != ncclSplitNoColor {
+		t.Errorf("negative color reached NCCL as %d, want NCCL_SPLIT_NOCOLOR", last[6])
+	}
+}
+
+// TestFakeStuckStreamAborts: a collective whose stream never finishes
+// returns an error when its context ends, after aborting the communicator;
+// later calls fail at once.
+func TestFakeStuckStreamAborts(t *testing.T) {
+	a, ctl := loadFake(t)
+	tr := connectFake(t, a)
+	before := ctl.aborts()
+	ctl.setMode(1)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	buf := make([]byte, 64)
+	err := tr.AllReduce(ctx, reduce.Float32, reduce.Sum, buf, buf)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("stuck allreduce: %v, want a deadline error", err)
+	}
+	if got := ctl.aborts() - before; got != 1 {
+		t.Errorf("ncclCommAbort called %d times, want 1", got)
+	}
+	err = tr.AllReduce(context.Background(), reduce.Float32, reduce.Sum, buf, buf)
+	if !errors.Is(err, transport.ErrClosed) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("allreduce after the abort: %v, want ErrClosed wrapping the first error", err)
+	}
+}
+
+func TestFakeAsyncErrorAborts(t *testing.T) {
+	a, ctl := loadFake(t)
+	tr := connectFake(t, a)
+	before := ctl.aborts()
+	ctl.setMode(2)
+	buf := make([]byte, 64)
+	err := tr.AllReduce(context.Background(), reduce.Float32, reduce.Sum, buf, buf)
+	var ce *CallError
+	if !errors.As(err, &ce) || !ce.Remote() || ce.Call != "ncclCommGetAsyncError" {
+		t.Fatalf("allreduce with an asynchronous remote error: %v, want a remote *CallError", err)
+	}
+	if got := ctl.aborts() - before; got != 1 {
+		t.Errorf("ncclCommAbort called %d times, want 1", got)
+	}
+}
+
+func TestFakeCloseDestroysAndUnblocks(t *testing.T) {
+	a, ctl := loadFake(t)
+	tr := connectFake(t, a)
+	ctl.setMode(1)
+	done := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 64)
+		done <- tr.AllReduce(context.Background(), reduce.Float32, reduce.Sum, buf, buf)
+	}()
+	// The collective is stuck with no deadline; Close must end it.
+	time.AfterFunc(20*time.Millisecond, func() { tr.Close() })
+	select {
+	case err := <-done:
+		if !errors.Is(err, transport.ErrClosed) {
+			t.Errorf("collective ended by Close: %v, want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not end a stuck collective")
+	}
+	ctl.setMode(0)
+	tr2 := connectFake(t, a)
+	before := ctl.destroys()
+	if err := tr2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := ctl.destroys() - before; got != 1 {
+		t.Errorf("Close destroyed %d communicators, want 1", got)
+	}
+	if err := tr2.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+func TestFakeSendRecvBadPeer(t *testing.T) {
+	a, _ := loadFake(t)
+	tr := connectFake(t, a)
+	err := tr.Send(context.Background(), 0, transport.Header{}, nil)
+	var pe *transport.PeerError
+	if !errors.As(err, &pe) || !errors.Is(err, transport.ErrBadPeer) {
+		t.Errorf("send to self: %v, want a PeerError wrapping ErrBadPeer", err)
+	}
+}

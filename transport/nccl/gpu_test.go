@@ -1,0 +1,191 @@
+package nccl
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/collkit/collkit/bootstrap"
+	"github.com/collkit/collkit/reduce"
+	"github.com/collkit/collkit/transport"
+	"github.com/collkit/collkit/transport/transporttest"
+	"github.com/collkit/collkit/verify"
+)
+
+// These tests need real NCCL and a GPU; they skip with the reason otherwise.
+// scripts/gpu-check.sh runs them on a GPU machine.
+
+// gpuWorld connects size ranks as goroutines of this process, one GPU each.
+func gpuWorld(t testing.TB, size int) []*Transport {
+	t.Helper()
+	if err := Available(); err != nil {
+		t.Skipf("%v", err)
+	}
+	a, _ := loadDefault()
+	var n int32
+	if r := a.cudaGetDeviceCount(&n); r != cudaSuccess || int(n) < size {
+		t.Skipf("needs %d CUDA devices, have %d (cudaGetDeviceCount code %d)", size, n, r)
+	}
+	store := bootstrap.NewMemStore()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ts := make([]*Transport, size)
+	errs := make([]error, size)
+	var wg sync.WaitGroup
+	for r := range size {
+		tr, err := New(Config{Rank: r, Size: size, LocalRank: r, Name: t.Name()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts[r] = tr
+		t.Cleanup(func() { tr.Close() })
+		wg.Go(func() { errs[r] = tr.Connect(ctx, store) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		if errors.Is(err, ErrNoDevice) {
+			t.Skipf("%v", err)
+		}
+		t.Fatal(err)
+	}
+	return ts
+}
+
+func each(ts []*Transport, f func(r int, tr *Transport) error) error {
+	errs := make([]error, len(ts))
+	var wg sync.WaitGroup
+	for r, tr := range ts {
+		wg.Go(func() { errs[r] = f(r, tr) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func testCollectives(t *testing.T, size int) {
+	ts := gpuWorld(t, size)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, count := range []int{1, 7, 1023, 1 << 16} {
+		for _, dt := range reduce.DTypes {
+			for _, op := range reduce.Ops {
+				wrong := make([]int, size)
+				err := each(ts, func(r int, tr *Transport) error {
+					send := make([]byte, count*dt.Size())
+					verify.Fill(dt, op, send, 11, r)
+					want := make([]byte, len(send))
+					verify.Expect(dt, op, want, 11, size)
+					recv := make([]byte, len(send))
+					if err := tr.AllReduce(ctx, dt, op, send, recv); err != nil {
+						return err
+					}
+					wrong[r] = verify.Wrong(dt, recv, want)
+					return nil
+				})
+				if err != nil {
+					t.Fatalf("allreduce %d x %v %v: %v", count, dt, op, err)
+				}
+				for r, w := range wrong {
+					if w != 0 {
+						t.Errorf("allreduce %d x %v %v: rank %d has %d wrong elements", count, dt, op, r, w)
+					}
+				}
+			}
+		}
+	}
+	// Broadcast and all-gather of rank-tagged bytes.
+	const n = 4099
+	err := each(ts, func(r int, tr *Transport) error {
+		mine := make([]byte, n)
+		for i := range mine {
+			mine[i] = byte(r*31 + i)
+		}
+		all := make([]byte, n*size)
+		if err := tr.AllGather(ctx, reduce.Uint8, mine, all); err != nil {
+			return err
+		}
+		for q := range size {
+			for i := range n {
+				if all[q*n+i] != byte(q*31+i) {
+					t.Errorf("allgather: rank %d sees byte %d of rank %d = %d", r, i, q, all[q*n+i])
+					return nil
+				}
+			}
+		}
+		got := make([]byte, n)
+		if err := tr.Broadcast(ctx, reduce.Uint8, size-1, mine, got); err != nil {
+			return err
+		}
+		for i := range n {
+			if got[i] != byte((size-1)*31+i) {
+				t.Errorf("broadcast: rank %d byte %d = %d", r, i, got[i])
+				return nil
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestGPUCollectivesOneRank(t *testing.T)  { testCollectives(t, 1) }
+func TestGPUCollectivesTwoRanks(t *testing.T) { testCollectives(t, 2) }
+
+func TestGPUExchangeAndSplit(t *testing.T) {
+	ts := gpuWorld(t, 1)
+	tr := ts[0]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := []byte("to myself through ncclSend/ncclRecv")
+	got := make([]byte, len(s))
+	if err := tr.Exchange(ctx, []Transfer{{0, s}}, []Transfer{{0, got}}); err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(s) {
+		t.Errorf("exchange with self: %q", got)
+	}
+	sub, err := tr.Split(ctx, 0, 0)
+	if errors.Is(err, ErrUnsupported) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := []byte{1, 2, 3}
+	out := make([]byte, 3)
+	if err := sub.AllReduce(ctx, reduce.Uint8, reduce.Sum, in, out); err != nil || string(in) != string(out) {
+		t.Errorf("allreduce on a split communicator: %v %v", err, out)
+	}
+}
+
+// TestGPUTransportConformance runs the transport suite over Send and Recv.
+func TestGPUTransportConformance(t *testing.T) {
+	gpuWorld(t, 2) // skips without two GPUs
+	transporttest.Run(t, func(t testing.TB, size int) []transport.Transport {
+		ts := gpuWorld(t, size)
+		out := make([]transport.Transport, size)
+		for i, tr := range ts {
+			out[i] = tr
+		}
+		return out
+	})
+}
+
+// TestGPUMissingPeerTimesOut: rank 1 never joins the all-reduce; rank 0
+// must return an error when its context ends, not hang.
+func TestGPUMissingPeerTimesOut(t *testing.T) {
+	ts := gpuWorld(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	buf := make([]byte, 1<<20)
+	start := time.Now()
+	err := ts[0].AllReduce(ctx, reduce.Float32, reduce.Sum, buf, buf)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("allreduce without its peer: %v, want a deadline error", err)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("took %v to give up", d)
+	}
+}

@@ -1,0 +1,194 @@
+package nccl
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/collkit/collkit/bootstrap"
+	"github.com/collkit/collkit/reduce"
+)
+
+func fakeEnv(vars map[string]string, files ...string) searchEnv {
+	return searchEnv{
+		getenv: func(k string) string { return vars[k] },
+		glob: func(p string) ([]string, error) {
+			var out []string
+			for _, f := range files {
+				for d := f; d != "/" && d != "."; d = filepath.Dir(d) {
+					if ok, _ := filepath.Match(p, d); ok && !slices.Contains(out, d) {
+						out = append(out, d)
+					}
+				}
+			}
+			return out, nil
+		},
+		exists: func(p string) bool { return slices.Contains(files, p) },
+	}
+}
+
+func TestCandidatesOverride(t *testing.T) {
+	e := fakeEnv(map[string]string{EnvNCCLLib: "/opt/x/libnccl.so.2"}, "/usr/local/cuda/lib64/libnccl.so.2")
+	if got := e.candidates(ncclLibrary); !slices.Equal(got, []string{"/opt/x/libnccl.so.2"}) {
+		t.Errorf("with %s set: %v, want only that path", EnvNCCLLib, got)
+	}
+}
+
+func TestCandidatesPipLayouts(t *testing.T) {
+	venvNCCL := "/venv/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so.2"
+	venvCudart := "/venv/lib/python3.11/site-packages/nvidia/cuda_runtime/lib/libcudart.so.12"
+	userNCCL := "/home/u/.local/lib/python3.10/site-packages/nvidia/nccl/lib/libnccl.so.2"
+	e := fakeEnv(map[string]string{"VIRTUAL_ENV": "/venv", "HOME": "/home/u"}, venvNCCL, venvCudart, userNCCL)
+	got := e.candidates(ncclLibrary)
+	want := []string{"libnccl.so.2", "libnccl.so", venvNCCL, userNCCL}
+	if !slices.Equal(got, want) {
+		t.Errorf("nccl candidates %v, want %v", got, want)
+	}
+	got = e.candidates(cudartLibrary)
+	want = []string{"libcudart.so.12", "libcudart.so.11.0", "libcudart.so.11", "libcudart.so", venvCudart}
+	if !slices.Equal(got, want) {
+		t.Errorf("cudart candidates %v, want %v", got, want)
+	}
+}
+
+func TestNotFoundMessage(t *testing.T) {
+	e := fakeEnv(map[string]string{"VIRTUAL_ENV": "/venv"}, "/venv/lib/python3.12/site-packages/numpy/x")
+	err := e.notFound(ncclLibrary, e.candidates(ncclLibrary), make([]error, 2))
+	if !errors.Is(err, ErrNotAvailable) {
+		t.Fatalf("%v does not wrap ErrNotAvailable", err)
+	}
+	for _, want := range []string{"nccl: NCCL not available: libnccl.so.2 not found (searched: ",
+		"/venv/lib/python3.12/site-packages/nvidia/nccl/lib", "pip install nvidia-nccl-cu12", EnvNCCLLib} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+}
+
+// TestLoadMissing loads through the real dynamic loader with an override
+// that points nowhere: a clear error, no panic.
+func TestLoadMissing(t *testing.T) {
+	e := fakeEnv(map[string]string{EnvNCCLLib: filepath.Join(t.TempDir(), "libnccl.so.2")})
+	_, err := load(e)
+	if !errors.Is(err, ErrNotAvailable) || !strings.Contains(err.Error(), EnvNCCLLib+"=") {
+		t.Errorf("load with a missing override: %v", err)
+	}
+}
+
+// TestNewWithoutNCCL checks the error users see on a machine without NCCL;
+// on a machine with it, New must succeed.
+func TestNewWithoutNCCL(t *testing.T) {
+	_, err := New(Config{Rank: 0, Size: 1})
+	if Available() == nil {
+		if err != nil {
+			t.Fatalf("NCCL loads but New failed: %v", err)
+		}
+		t.Skip("NCCL is installed here")
+	}
+	if !errors.Is(err, ErrNotAvailable) || !strings.Contains(err.Error(), "NCCL not available: ") {
+		t.Errorf("New without NCCL: %v", err)
+	}
+}
+
+func TestMappingTables(t *testing.T) {
+	// The numbers of nccl.h's ncclDataType_t and ncclRedOp_t.
+	wantT := map[reduce.DType]int32{reduce.Uint8: 1, reduce.Int32: 2, reduce.Int64: 4, reduce.Float16: 6,
+		reduce.Float32: 7, reduce.Float64: 8, reduce.BFloat16: 9}
+	for _, dt := range reduce.DTypes {
+		got, err := ncclType(dt, 22105)
+		if err != nil || got != wantT[dt] {
+			t.Errorf("ncclType(%v) = %d, %v; want %d", dt, got, err, wantT[dt])
+		}
+	}
+	wantO := map[reduce.Op]int32{reduce.Sum: 0, reduce.Prod: 1, reduce.Max: 2, reduce.Min: 3, reduce.Avg: 4}
+	for _, op := range reduce.Ops {
+		got, err := ncclOp(op, 22105)
+		if err != nil || got != wantO[op] {
+			t.Errorf("ncclOp(%v) = %d, %v; want %d", op, got, err, wantO[op])
+		}
+	}
+	if _, err := ncclOp(reduce.Avg, 2708); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("avg on NCCL 2.7.8: %v, want ErrUnsupported", err)
+	}
+	if _, err := ncclType(reduce.BFloat16, 20906); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("bfloat16 on NCCL 2.9.6: %v, want ErrUnsupported", err)
+	}
+	if _, err := ncclType(reduce.DType(0), 22105); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("invalid dtype: %v, want ErrUnsupported", err)
+	}
+	for v, want := range map[int]string{22105: "2.21.5", 21803: "2.18.3", 2708: "2.7.8"} {
+		if got := versionString(v); got != want {
+			t.Errorf("versionString(%d) = %s, want %s", v, got, want)
+		}
+	}
+	for algo, want := range map[string]string{"": "", "ring": "Ring", "tree": "Tree"} {
+		if got, err := algoEnv(algo); err != nil || got != want {
+			t.Errorf("algoEnv(%q) = %q, %v", algo, got, err)
+		}
+	}
+	if _, err := algoEnv("halvingdoubling"); err == nil {
+		t.Error("algoEnv accepted halvingdoubling")
+	}
+}
+
+func TestConfigStructLayout(t *testing.T) {
+	c := nonBlockingConfig()
+	// ncclConfig_t of NCCL 2.18 on LP64: size_t, 6 ints, a pointer, an int.
+	if c.Size != 48 || c.Magic != 0xcafebeef || c.Version != 21800 || c.Blocking != 0 {
+		t.Errorf("config %+v", c)
+	}
+}
+
+func TestExchangeIDThroughStore(t *testing.T) {
+	store := bootstrap.NewMemStore()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var want uniqueID
+	for i := range want.Internal {
+		want.Internal[i] = byte(i * 7)
+	}
+	const n = 5
+	got := make([]uniqueID, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Go(func() {
+			got[r], errs[r] = exchangeID(ctx, store, "nccl/test/id", r, func() (uniqueID, error) {
+				if r != 0 {
+					t.Errorf("rank %d created an id", r)
+				}
+				return want, nil
+			}, r == 0)
+		})
+	}
+	wg.Wait()
+	for r := range n {
+		if errs[r] != nil || got[r] != want {
+			t.Errorf("rank %d: err %v, id equal %v", r, errs[r], got[r] == want)
+		}
+	}
+	// A key holding something else is a clear error.
+	store.Set(ctx, "nccl/bad/id", []byte("short"))
+	if _, err := exchangeID(ctx, store, "nccl/bad/id", 1, nil, false); err == nil || !strings.Contains(err.Error(), "has 5 bytes, want 128") {
+		t.Errorf("short id: %v", err)
+	}
+	// A creator that never comes: the context bounds the wait.
+	short, cancel2 := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel2()
+	if _, err := exchangeID(short, store, "nccl/none/id", 1, nil, false); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("missing creator: %v", err)
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	for _, c := range []Config{{Rank: 0, Size: 0}, {Rank: 2, Size: 2}, {Rank: 0, Size: 1, LocalRank: -1}, {Rank: 0, Size: 1, Algo: "bogus"}} {
+		if _, err := newWith(c, nil); err == nil || !strings.Contains(err.Error(), "invalid config") {
+			t.Errorf("config %+v: %v", c, err)
+		}
+	}
+}
