@@ -138,6 +138,7 @@ func (t *Transport) allReduce(ctx context.Context, h transport.Header, send, rec
 // other rank has.
 func (t *Transport) barrier(ctx context.Context, epoch uint64) error {
 	own := t.segs[t.cfg.Rank]
+	raceSync()
 	own.u64(offArrive).Store(epoch)
 	for _, pr := range t.peers {
 		if pr != nil {
@@ -180,5 +181,6 @@ func (t *Transport) barrier(ctx context.Context, epoch uint64) error {
 		return fmt.Errorf("shm: rank %d: native all-reduce: %w", t.cfg.Rank,
 			&transport.PeerError{Rank: late.rank, Addr: late.addr(), Op: "allreduce", Err: fmt.Errorf("waiting at barrier %d: %w", epoch, err)})
 	}
+	raceSync()
 	return nil
 }

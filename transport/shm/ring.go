@@ -95,6 +95,7 @@ func (t *Transport) write(ctx context.Context, pr *peer, hb, p []byte) (moved bo
 			done += k
 			n -= k
 		}
+		raceSync()
 		r.head.Store(head)
 		wake(r.cwait)
 		first = false
@@ -119,6 +120,7 @@ func (t *Transport) read(ctx context.Context, pr *peer, want transport.Header, p
 			return false, err
 		}
 	}
+	raceSync()
 	var hb [transport.HeaderSize]byte
 	r.get(tail, hb[:])
 	tail += transport.HeaderSize
@@ -147,6 +149,7 @@ func (t *Transport) read(ctx context.Context, pr *peer, want transport.Header, p
 			continue
 		}
 		n := min(avail, uint64(len(p))-off, r.batch())
+		raceSync()
 		r.get(tail, p[off:off+n])
 		tail += n
 		off += n

@@ -2,6 +2,7 @@ package shm
 
 import (
 	"context"
+	"runtime"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -71,7 +72,13 @@ func (t *Transport) await(ctx context.Context, w *atomic.Uint32, ready func() bo
 			if i&7 == 7 && time.Since(start) > t.cfg.Yield {
 				break
 			}
-			schedYield()
+			// Gosched lets the goroutines of this process run (other
+			// ranks, in tests and in-process jobs); sched_yield lets
+			// other processes have this core.
+			runtime.Gosched()
+			if i&3 == 3 {
+				schedYield()
+			}
 		}
 	}
 	if ctx.Done() != nil {
