@@ -11,7 +11,7 @@ import (
 )
 
 // Transports lists the transport names Options.Transport accepts.
-func Transports() []string { return []string{"tcp"} }
+func Transports() []string { return []string{"tcp", "shm"} }
 
 // FromEnv creates a communicator from the variables a launcher sets
 // (torchrun, mpirun, srun or collbench's own --np launcher; see
@@ -54,11 +54,32 @@ func Connect(ctx context.Context, env bootstrap.Env, opts Options) (*Comm, error
 		}
 		opts.Nodes = groupNames(names)
 	}
-	c, err := New(t, opts)
+	nodes, err := opts.nodes(env.Size)
+	var intra transport.Transport
+	if err == nil {
+		intra, err = connectIntra(ctx, env, store, opts, nodes)
+	}
 	if err != nil {
 		t.Close()
 		closer.Close()
+		return nil, fmt.Errorf("collkit: rank %d: %w", env.Rank, err)
+	}
+	c, err := New(t, opts)
+	if err != nil {
+		t.Close()
+		if intra != nil {
+			intra.Close()
+		}
+		closer.Close()
 		return nil, err
+	}
+	if intra != nil {
+		c.intra = intra
+		c.closers = append(c.closers, intra)
+		if c.run, err = c.algorithm(c.algo); err != nil { // with the intra-node transport
+			c.Close()
+			return nil, fmt.Errorf("collkit: rank %d: %w", env.Rank, err)
+		}
 	}
 	c.closers = append(c.closers, closer)
 	return c, nil
@@ -83,6 +104,8 @@ func connectTransport(ctx context.Context, env bootstrap.Env, store bootstrap.St
 			return nil, err
 		}
 		return t, nil
+	case "shm":
+		return connectShm(ctx, store, env.Rank, env.Size, env.JobID, "")
 	}
 	return nil, fmt.Errorf("%w: unknown transport %q (use one of %v)", ErrBadArgument, opts.Transport, Transports())
 }
