@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"time"
 
 	"github.com/collkit/collkit/algo/ring"
 	"github.com/collkit/collkit/bootstrap"
@@ -32,12 +31,7 @@ func shmAvailable() bool {
 // connectShm connects a shm transport of size ranks, this one being rank,
 // through store under prefix.
 func connectShm(ctx context.Context, store bootstrap.Store, rank, size int, jobID, prefix string) (*shm.Transport, error) {
-	cfg := shm.Config{Rank: rank, Size: size, JobID: jobID, Prefix: prefix}
-	cfg.Spin, _ = strconv.Atoi(os.Getenv("XSPIN"))
-	if y, err := time.ParseDuration(os.Getenv("XYIELD")); err == nil {
-		cfg.Yield = y
-	}
-	t, err := shm.New(cfg)
+	t, err := shm.New(shm.Config{Rank: rank, Size: size, JobID: jobID, Prefix: prefix})
 	if err != nil {
 		return nil, err
 	}

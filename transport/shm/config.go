@@ -3,6 +3,7 @@ package shm
 import (
 	"fmt"
 	"math/bits"
+	"runtime"
 	"time"
 )
 
@@ -32,9 +33,10 @@ type Config struct {
 	// ErrNoNative).
 	NativeBytes int
 	// Spin is how many times a waiting rank polls before it starts yielding
-	// its CPU. Zero means DefaultSpin; negative means no polling. Keep it
-	// short when ranks outnumber cores: a spinning rank holds the core the
-	// rank it waits for needs.
+	// its CPU. Zero means DefaultSpin when the ranks have a core each
+	// (Size <= runtime.NumCPU()) and OversubscribedSpin when they do not:
+	// then a spinning rank holds the core the rank it waits for needs.
+	// Negative means no polling.
 	Spin int
 	// Yield is how long a waiting rank keeps polling between sched_yield
 	// calls after spinning, before it sleeps on a futex in the segment. Zero
@@ -51,7 +53,8 @@ type Config struct {
 const (
 	DefaultRingBytes        = 1 << 20
 	DefaultNativeBytes      = 8 << 20
-	DefaultSpin             = 200
+	DefaultSpin             = 5000
+	OversubscribedSpin      = 100
 	DefaultYield            = 50 * time.Microsecond
 	DefaultLivenessInterval = 100 * time.Millisecond
 	DefaultDir              = "/dev/shm"
@@ -102,8 +105,10 @@ func (c Config) withDefaults() (Config, error) {
 		c.NativeBytes = max(c.NativeBytes, 256) &^ 127
 	}
 	switch {
-	case c.Spin == 0:
+	case c.Spin == 0 && c.Size <= runtime.NumCPU():
 		c.Spin = DefaultSpin
+	case c.Spin == 0:
+		c.Spin = OversubscribedSpin
 	case c.Spin < 0:
 		c.Spin = 0
 	}
