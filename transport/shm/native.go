@@ -1,3 +1,5 @@
+//go:build linux
+
 package shm
 
 import (
@@ -10,10 +12,6 @@ import (
 	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
 )
-
-// ErrNoNative is wrapped by AllReduce when Config.NativeBytes disabled the
-// native all-reduce.
-var ErrNoNative = errors.New("shm: native all-reduce disabled (Config.NativeBytes < 0); use an algorithm over Send and Recv")
 
 // native is the state of the native all-reduce.
 type native struct {

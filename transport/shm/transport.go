@@ -1,3 +1,5 @@
+//go:build linux
+
 package shm
 
 import (
@@ -17,10 +19,6 @@ var (
 	_ transport.Buffered         = (*Transport)(nil)
 	_ transport.NativeAllReducer = (*Transport)(nil)
 )
-
-// ErrNotConnected is wrapped by Send and Recv on a Transport whose Connect
-// has not succeeded.
-var ErrNotConnected = errors.New("shm: transport not connected; call Connect first")
 
 // errClosed stops a wait because this transport was closed.
 var errClosed = errors.New("closed")
