@@ -13,6 +13,7 @@ import (
 // The correctness table for the native all-reduce.
 func TestNativeAllReduce(t *testing.T) {
 	algotest.AllReduceWith(t, algotest.Native, algotest.ShmWorld, algotest.Options{
+		Sizes:  []int{1, 2, 3, 4, 5, 8},
 		Counts: []int{0, 1, 7, 1000, 65537},
 	})
 }
