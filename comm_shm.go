@@ -12,11 +12,18 @@ import (
 	"github.com/collkit/collkit/transport/shm"
 )
 
+// nativeMinBytes is the smallest buffer the "native" algorithm hands to the
+// transport's own all-reduce; below it the ring over the same transport is
+// faster (over shm, 8 bytes: about 2 us by ring, 10 us native, which pays
+// two full barriers).
+const nativeMinBytes = 16 << 10
+
 // nativeAllReduce is the "native" algorithm: the transport's own all-reduce
 // (transport.NativeAllReducer, such as shared memory reducing straight out
-// of the other ranks' buffers), or the ring on transports without one.
+// of the other ranks' buffers) from nativeMinBytes up, and the ring below
+// that and on transports without one.
 func nativeAllReduce(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte) error {
-	if n, ok := t.(transport.NativeAllReducer); ok {
+	if n, ok := t.(transport.NativeAllReducer); ok && len(send) >= nativeMinBytes {
 		return n.AllReduce(ctx, h, send, recv)
 	}
 	return ring.AllReduce(ctx, t, h, send, recv)
