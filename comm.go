@@ -67,7 +67,7 @@ type AllReduceFunc func(ctx context.Context, t transport.Transport, h transport.
 // algorithmNames are the all-reduce algorithms by name; the index of a name
 // is the id sent in every header, so ranks that chose different algorithms
 // get a mismatch error instead of a hang.
-var algorithmNames = []string{"ring", "tree", "halvingdoubling", "hierarchical", "adaptive"}
+var algorithmNames = []string{"ring", "tree", "halvingdoubling", "hierarchical", "adaptive", "native"}
 
 // Algorithms lists the names of the all-reduce algorithms Options.Algorithm accepts.
 func Algorithms() []string { return slices.Clone(algorithmNames) }
@@ -86,7 +86,7 @@ func findAlgorithm(name string) (uint8, error) {
 // communicator's settings.
 func (c *Comm) algorithm(id uint8) (AllReduceFunc, error) {
 	if n, ok := c.t.(transport.NativeCollectives); ok {
-		return nativeAllReduce(c.t, n, algorithmNames[id])
+		return ncclAllReduce(c.t, n, algorithmNames[id])
 	}
 	switch algorithmNames[id] {
 	case "ring":
@@ -96,7 +96,13 @@ func (c *Comm) algorithm(id uint8) (AllReduceFunc, error) {
 	case "halvingdoubling":
 		return halvingdoubling.AllReduce, nil
 	case "hierarchical":
-		return hierarchical.Config{Nodes: c.nodes}.AllReduce, nil
+		hc := hierarchical.Config{Nodes: c.nodes}
+		if c.intra != nil {
+			hc.IntraTransport, hc.Intra = c.intra, intraAllReduce
+		}
+		return hc.AllReduce, nil
+	case "native":
+		return nativeAllReduce, nil
 	case "adaptive":
 		return c.adaptive().AllReduce, nil
 	}
@@ -121,7 +127,8 @@ func (c *Comm) Choose(bytes int64) string {
 // Options configures a Comm. The zero value is ready to use.
 type Options struct {
 	// Algorithm is the all-reduce algorithm by name (see Algorithms). Empty
-	// means "ring".
+	// means "native" on transports with their own all-reduce
+	// (transport.NativeAllReducer: shm), "ring" on the others.
 	Algorithm string
 	// Timeout bounds every collective that is called with a context without
 	// an earlier deadline. Zero means DefaultTimeout; negative means none.
@@ -156,6 +163,10 @@ type Options struct {
 	// Logger receives the debug log. Nil means the one COLLKIT_DEBUG asks
 	// for (see LoggerFromEnv), silent when it is unset.
 	Logger *slog.Logger
+	// IntraNode is the transport Connect gives the hierarchical algorithm
+	// inside a node of several ranks: "shm" (shared memory) or "group" (the
+	// main transport). Empty means shm where /dev/shm exists.
+	IntraNode string
 }
 
 // nodes resolves the node of every rank from opts.
@@ -201,7 +212,8 @@ type Comm struct {
 	algo          uint8
 	run           AllReduceFunc
 	tuning        *adaptive.Table
-	nodes         []int // node of each rank
+	nodes         []int               // node of each rank
+	intra         transport.Transport // inside this rank's node, if Connect made one
 	timeout       time.Duration
 	closers       []io.Closer
 	rank, size    int
@@ -222,6 +234,9 @@ func New(t transport.Transport, opts Options) (*Comm, error) {
 	algo, err := findAlgorithm(opts.Algorithm)
 	if err != nil {
 		return nil, fmt.Errorf("collkit: rank %d: %w", t.Rank(), err)
+	}
+	if _, ok := t.(transport.NativeAllReducer); ok && opts.Algorithm == "" {
+		algo, _ = findAlgorithm("native")
 	}
 	c := &Comm{t: t, algo: algo, timeout: opts.Timeout, transportName: opts.Transport,
 		rank: t.Rank(), size: t.Size(), base: t, treeBytes: DefaultTreeBytes}
@@ -405,6 +420,9 @@ func (c *Comm) usable() error {
 func (c *Comm) fail(err error) error {
 	c.err = err
 	c.t.Close()
+	if c.intra != nil {
+		c.intra.Close()
+	}
 	return err
 }
 

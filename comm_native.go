@@ -9,10 +9,10 @@ import (
 	"github.com/collkit/collkit/transport/nccl"
 )
 
-// nativeAllReduce hands all-reduce to a transport that runs collectives
+// ncclAllReduce hands all-reduce to a transport that runs collectives
 // itself (NCCL). Its library has its own ring and tree; collkit's other
 // algorithms do not apply.
-func nativeAllReduce(t transport.Transport, n transport.NativeCollectives, algo string) (AllReduceFunc, error) {
+func ncclAllReduce(t transport.Transport, n transport.NativeCollectives, algo string) (AllReduceFunc, error) {
 	if algo != "ring" && algo != "tree" {
 		return nil, fmt.Errorf("%w: algorithm %q: this transport runs its own collectives; use ring or tree (NCCL_ALGO)", ErrBadArgument, algo)
 	}

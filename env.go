@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/collkit/collkit/bootstrap"
+	"github.com/collkit/collkit/transport"
 )
 
 // FromEnv creates a communicator from the variables a launcher sets
@@ -64,10 +65,30 @@ func ConnectStore(ctx context.Context, env bootstrap.Env, store bootstrap.Store,
 		}
 		opts.Nodes = groupNames(names)
 	}
+	nodes, err := opts.nodes(env.Size)
+	var intra transport.Transport
+	if err == nil {
+		intra, err = connectIntra(ctx, env, store, opts, nodes)
+	}
+	if err != nil {
+		t.Close()
+		return nil, fmt.Errorf("collkit: rank %d: %w", env.Rank, err)
+	}
 	c, err := New(t, opts)
 	if err != nil {
 		t.Close()
+		if intra != nil {
+			intra.Close()
+		}
 		return nil, err
+	}
+	if intra != nil {
+		c.intra = intra
+		c.closers = append(c.closers, intra)
+		if c.run, err = c.algorithm(c.algo); err != nil { // with the intra-node transport
+			c.Close()
+			return nil, fmt.Errorf("collkit: rank %d: %w", env.Rank, err)
+		}
 	}
 	return c, nil
 }

@@ -32,6 +32,9 @@ type transportEntry struct {
 // error) and a constructor.
 var transportRegistry = []transportEntry{
 	{name: "tcp", connect: connectTCP},
+	{name: "shm", available: shmAvailable, connect: func(ctx context.Context, env bootstrap.Env, store bootstrap.Store, opts Options) (transport.Transport, error) {
+		return connectShm(ctx, store, env.Rank, env.Size, env.JobID, "")
+	}},
 	{name: "nccl", available: nccl.Available, connect: connectNCCL},
 }
 

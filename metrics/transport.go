@@ -37,6 +37,9 @@ func (c *Counting) Recv(ctx context.Context, peer int, h transport.Header, p []b
 	return err
 }
 
+// Unwrap returns the transport c counts, where its other capabilities are.
+func (c *Counting) Unwrap() transport.Transport { return c.Transport }
+
 // Totals returns the bytes counted so far.
 func (c *Counting) Totals() Bytes {
 	return Bytes{Sent: c.sent.Load(), Received: c.received.Load()}

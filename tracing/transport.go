@@ -35,6 +35,9 @@ func (t *Transport) Recv(ctx context.Context, peer int, h transport.Header, p []
 	return err
 }
 
+// Unwrap returns the traced transport, where its other capabilities are.
+func (t *Transport) Unwrap() transport.Transport { return t.Transport }
+
 // SendBuffer passes the wrapped transport's buffering on (0 when it has
 // none), so algorithms keep their paths.
 func (t *Transport) SendBuffer() int {

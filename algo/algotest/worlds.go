@@ -2,11 +2,13 @@ package algotest
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/collkit/collkit/transport"
 	"github.com/collkit/collkit/transport/mem"
+	"github.com/collkit/collkit/transport/shm"
 	"github.com/collkit/collkit/transport/tcp"
 )
 
@@ -36,4 +38,35 @@ func TCPWorldWith(cfg tcp.Config) World {
 		}
 		return out
 	}
+}
+
+// ShmWorld is a World of n ranks in this process over shared memory.
+func ShmWorld(t testing.TB, n int) []transport.Transport { return ShmWorldWith(shm.Config{})(t, n) }
+
+// ShmWorldWith is ShmWorld with cfg (its Rank and Size are ignored).
+func ShmWorldWith(cfg shm.Config) World {
+	return func(t testing.TB, n int) []transport.Transport {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		ts, err := shm.Local(ctx, n, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]transport.Transport, n)
+		for i, tr := range ts {
+			t.Cleanup(func() { tr.Close() })
+			out[i] = tr
+		}
+		return out
+	}
+}
+
+// Native is the AllReduceFunc of a transport's native all-reduce
+// (transport.NativeAllReducer); it fails on transports without one.
+func Native(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte) error {
+	n, ok := t.(transport.NativeAllReducer)
+	if !ok {
+		return fmt.Errorf("algotest: %T has no native all-reduce", t)
+	}
+	return n.AllReduce(ctx, h, send, recv)
 }

@@ -1,0 +1,52 @@
+// Package shm is collkit's shared-memory transport for ranks on one host:
+// messages go through lock-free rings in /dev/shm segments instead of the
+// TCP stack, and a native all-reduce (Transport.AllReduce, the
+// transport.NativeAllReducer capability) reduces straight out of the other
+// ranks' shared buffers.
+//
+//	t, err := shm.New(shm.Config{Rank: env.Rank, Size: env.Size, JobID: env.JobID})
+//	err = t.Connect(ctx, store) // segments named through the bootstrap store
+//	defer t.Close()
+//
+// # Segments
+//
+// Every rank creates one segment file in Config.Dir (default /dev/shm),
+// named collkit-<token>-<rank> after a random token rank 0 publishes in the
+// store, and maps every other rank's. A segment holds its owner's pid and
+// closed flag, the rings on which the owner receives (one per sender) and
+// the owner's native all-reduce buffer. Once every rank has mapped every
+// segment, each removes its own file: the mappings stay valid, and a job
+// that crashes later leaves nothing behind. Segments of a job that crashed
+// during setup are removed by the next Connect on the host (Reclaim), which
+// deletes the segments whose owner pid no longer exists.
+//
+// # Rings
+//
+// Each ordered pair of ranks has a single-producer single-consumer byte
+// ring of Config.RingBytes (1 MiB by default). A message is its 40-byte
+// transport.Header and its payload, back to back; a message larger than
+// the ring streams through it, the sender copying in batches of up to 256
+// KiB while the receiver copies out, so each byte is copied twice. The
+// receiver checks the header against the one it expects and fails with a
+// *transport.MismatchError when they differ.
+//
+// # Waiting
+//
+// A rank with nothing to do polls (Config.Spin times), then polls with
+// sched_yield for Config.Yield, then sleeps on a futex word in the segment
+// that the other side wakes after moving data. While asleep it wakes every
+// Config.LivenessInterval to check its context, the peer's closed flag and
+// whether the peer's process still exists (kill(pid, 0)), so a crashed peer
+// is an error wrapping transport.ErrPeerGone, not a hang. Close sets the
+// closed flag and wakes everyone waiting on this rank. When ranks outnumber
+// cores keep Spin and Yield short: a polling rank holds the core the rank it
+// waits for needs.
+//
+// # Native all-reduce
+//
+// AllReduce cuts the buffer into chunks of half of Config.NativeBytes. For
+// each chunk every rank copies its input into its shared buffer, waits at
+// a barrier, reduces its 1/Size slice from every rank's buffer in place into
+// its own, waits at a second barrier and copies all reduced slices out. The
+// two halves of the buffer alternate, so two barriers per chunk suffice.
+package shm

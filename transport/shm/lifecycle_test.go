@@ -1,0 +1,231 @@
+//go:build linux
+
+package shm
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/collkit/collkit/bootstrap"
+	"github.com/collkit/collkit/reduce"
+	"github.com/collkit/collkit/transport"
+)
+
+// segDir is a directory of the test's own for segments.
+func segDir(t *testing.T) string {
+	dir, err := os.MkdirTemp(DefaultDir, "collkit-test-")
+	if err != nil {
+		return t.TempDir()
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// deadPid is the pid of a process that has exited and been reaped.
+func deadPid(t *testing.T) int {
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Skipf("cannot run a child process: %v", err)
+	}
+	pid := cmd.Process.Pid
+	if alive(pid) {
+		t.Skipf("pid %d was reused at once", pid)
+	}
+	return pid
+}
+
+func local(t *testing.T, n int, cfg Config) []*Transport {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ts, err := Local(ctx, n, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range ts {
+		t.Cleanup(func() { tr.Close() })
+	}
+	return ts
+}
+
+func files(t *testing.T, dir string) []string {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range es {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// A crashed job's segments are removed by the next job's Connect; segments
+// of live processes and files that are not segments stay.
+func TestReclaimStaleSegments(t *testing.T) {
+	dir := segDir(t)
+	l := layout{size: 2, ringBytes: MinRingBytes}
+	stale, err := createSegment(filepath.Join(dir, segPrefix+"dead-0"), 0, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale.u64(offPid).Store(uint64(deadPid(t)))
+	stale.unmap()
+	live, err := createSegment(filepath.Join(dir, segPrefix+"live-0"), 0, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live.unmap()
+	if err := os.WriteFile(filepath.Join(dir, "other"), []byte("not a segment"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	ts := local(t, 3, Config{Dir: dir, RingBytes: MinRingBytes, NativeBytes: 1 << 10})
+	got := strings.Join(files(t, dir), " ")
+	if got != segPrefix+"live-0 other" {
+		t.Fatalf("after Connect the directory holds %q, want only the live segment and the other file (the stale segment reclaimed, the job's own removed once mapped)", got)
+	}
+	for _, tr := range ts {
+		tr.Close()
+	}
+	if got := strings.Join(files(t, dir), " "); got != segPrefix+"live-0 other" {
+		t.Fatalf("after Close the directory holds %q", got)
+	}
+}
+
+// A peer whose process is gone without closing (a crash) is reported while
+// a Recv, a Send into a full ring and the native all-reduce wait for it, well
+// before their deadlines.
+func TestDeadPeerDetected(t *testing.T) {
+	dead := deadPid(t)
+	ops := map[string]func(ctx context.Context, tr *Transport) error{
+		"recv": func(ctx context.Context, tr *Transport) error {
+			return tr.Recv(ctx, 1, transport.Header{}, make([]byte, 8))
+		},
+		"send": func(ctx context.Context, tr *Transport) error {
+			return tr.Send(ctx, 1, transport.Header{}, make([]byte, 4*MinRingBytes))
+		},
+		"allreduce": func(ctx context.Context, tr *Transport) error {
+			h := transport.Header{Count: 2, DType: reduce.Float32, Op: reduce.Sum}
+			return tr.AllReduce(ctx, h, make([]byte, 8), make([]byte, 8))
+		},
+	}
+	for name, op := range ops {
+		t.Run(name, func(t *testing.T) {
+			ts := local(t, 2, Config{Dir: segDir(t), RingBytes: MinRingBytes, LivenessInterval: 20 * time.Millisecond})
+			pr := ts[0].peers[1]
+			pr.pid, pr.checkPid = dead, true // rank 1 "crashed": its pid is gone, its closed flag unset
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			start := time.Now()
+			err := op(ctx, ts[0])
+			if !errors.Is(err, transport.ErrPeerGone) {
+				t.Fatalf("%s waiting on a dead peer returned %v, want an error wrapping transport.ErrPeerGone", name, err)
+			}
+			var pe *transport.PeerError
+			if !errors.As(err, &pe) || pe.Rank != 1 {
+				t.Errorf("error %v does not name rank 1 as a *transport.PeerError", err)
+			}
+			if d := time.Since(start); d > 10*time.Second {
+				t.Errorf("dead peer noticed after %v", d)
+			}
+		})
+	}
+}
+
+// A rank that waits with nothing arriving sleeps instead of spinning: over
+// a 400 ms wait the process uses well under half a core.
+func TestIdleWaitSleeps(t *testing.T) {
+	ts := local(t, 2, Config{Dir: segDir(t)})
+	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	defer cancel()
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			t.Fatal(err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	c0, w0 := cpu(), time.Now()
+	err := ts[0].Recv(ctx, 1, transport.Header{}, make([]byte, 8))
+	used, wall := cpu()-c0, time.Since(w0)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Recv with nothing sent returned %v, want context.DeadlineExceeded", err)
+	}
+	if used > wall/2 {
+		t.Errorf("waiting %v used %v of CPU: the wait spins instead of sleeping", wall, used)
+	}
+}
+
+// Ranks that do not share a directory (as on different hosts) fail Connect
+// with an error that says so, instead of hanging.
+func TestOtherHost(t *testing.T) {
+	store := bootstrap.NewMemStore()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r := range 2 {
+		tr, err := New(Config{Rank: r, Size: 2, Dir: segDir(t)}) // a directory each
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tr.Close() })
+		wg.Go(func() { errs[r] = tr.Connect(ctx, store) })
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "not on this host") {
+			t.Errorf("rank %d: Connect returned %v, want an error saying the peer is not on this host", r, err)
+		}
+	}
+}
+
+// Ranks whose native all-reduce headers differ all get a mismatch error.
+func TestNativeMismatch(t *testing.T) {
+	ts := local(t, 3, Config{Dir: segDir(t)})
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for r, tr := range ts {
+		h := transport.Header{Count: 2, DType: reduce.Float32, Op: reduce.Sum}
+		if r == 2 {
+			h.Op = reduce.Max
+		}
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			errs[r] = tr.AllReduce(ctx, h, make([]byte, 8), make([]byte, 8))
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if !errors.Is(err, transport.ErrMismatch) {
+			t.Errorf("rank %d: %v, want a mismatch error", r, err)
+		}
+	}
+}
+
+// A peer that closes while this rank waits at a native barrier ends the wait.
+func TestNativePeerCloses(t *testing.T) {
+	ts := local(t, 2, Config{Dir: segDir(t)})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res := make(chan error, 1)
+	go func() {
+		h := transport.Header{Count: 2, DType: reduce.Float32, Op: reduce.Sum}
+		res <- ts[0].AllReduce(ctx, h, make([]byte, 8), make([]byte, 8))
+	}()
+	ts[1].Close()
+	if err := <-res; !errors.Is(err, transport.ErrPeerGone) {
+		t.Fatalf("AllReduce with a closed peer returned %v, want transport.ErrPeerGone", err)
+	}
+}

@@ -1,0 +1,166 @@
+//go:build linux
+
+package shm
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/collkit/collkit/transport"
+)
+
+// ring is a single-producer single-consumer byte ring in shared memory.
+// head and tail count bytes written and read since the start; each is
+// written by one side only. A side that finds nothing to do sets its wait
+// word (cwait for the consumer, pwait for the producer) and sleeps on it;
+// the other side clears and wakes it after moving head or tail.
+//
+// Messages are a transport.Header followed by the payload, back to back.
+type ring struct {
+	head, tail   *atomic.Uint64
+	cwait, pwait *atomic.Uint32
+	data         []byte
+	size         uint64
+	mask         uint64
+}
+
+func newRing(s *segment, l layout, sender int) ring {
+	c, d := l.ctrl(sender), l.data(sender)
+	return ring{
+		head:  s.u64(c + ctrlHead),
+		tail:  s.u64(c + ctrlTail),
+		cwait: s.u32(c + ctrlCwait),
+		pwait: s.u32(c + ctrlPwait),
+		data:  s.mem[d : d+l.ringBytes : d+l.ringBytes],
+		size:  uint64(l.ringBytes),
+		mask:  uint64(l.ringBytes - 1),
+	}
+}
+
+// batch is the most bytes one side moves before it publishes them, so that
+// the other side works on a large message while this side still copies.
+func (r *ring) batch() uint64 { return min(r.size/4, 256<<10) }
+
+// put copies b into the ring at position pos (which has room for it).
+func (r *ring) put(pos uint64, b []byte) {
+	i := pos & r.mask
+	n := copy(r.data[i:], b)
+	copy(r.data, b[n:])
+}
+
+// get copies len(b) bytes at position pos out of the ring.
+func (r *ring) get(pos uint64, b []byte) {
+	i := pos & r.mask
+	n := copy(b, r.data[i:])
+	copy(b[n:], r.data)
+}
+
+// write streams the header bytes hb and then p into pr's ring. moved
+// reports whether any byte was published before an error.
+func (t *Transport) write(ctx context.Context, pr *peer, hb, p []byte) (moved bool, err error) {
+	r := &pr.out
+	head := r.head.Load()
+	tail := r.tail.Load()
+	total := uint64(len(hb) + len(p))
+	first := true
+	for done := uint64(0); done < total; {
+		free := r.size - (head - tail)
+		if free == 0 {
+			tail = r.tail.Load()
+			if free = r.size - (head - tail); free == 0 {
+				err := t.await(ctx, r.pwait,
+					func() bool { return r.tail.Load() != tail },
+					func(live bool) error { return pr.gone(live) })
+				if err != nil {
+					return !first, err
+				}
+				continue
+			}
+		}
+		// The first batch carries the header and as much payload as fits,
+		// so a small message is one publish.
+		n := min(free, total-done)
+		if !first {
+			n = min(n, r.batch())
+		}
+		for n > 0 {
+			var src []byte
+			if done < uint64(len(hb)) {
+				src = hb[done:]
+			} else {
+				src = p[done-uint64(len(hb)):]
+			}
+			k := min(n, uint64(len(src)))
+			r.put(head, src[:k])
+			head += k
+			done += k
+			n -= k
+		}
+		raceSync()
+		r.head.Store(head)
+		wake(r.cwait)
+		first = false
+	}
+	return false, nil
+}
+
+// read takes one message from pr's ring: it waits for the header, checks it
+// against want and streams the payload into p. moved reports whether the
+// message was partly consumed when an error came.
+func (t *Transport) read(ctx context.Context, pr *peer, want transport.Header, p []byte) (moved bool, err error) {
+	r := &pr.in
+	tail := r.tail.Load()
+	head := r.head.Load()
+	gone := func(live bool) error { return pr.gone(live) }
+	if head-tail < transport.HeaderSize {
+		err := t.await(ctx, r.cwait, func() bool {
+			head = r.head.Load()
+			return head-tail >= transport.HeaderSize
+		}, gone)
+		if err != nil {
+			return false, err
+		}
+	}
+	raceSync()
+	var hb [transport.HeaderSize]byte
+	r.get(tail, hb[:])
+	tail += transport.HeaderSize
+	got, err := transport.Decode(hb[:])
+	if err != nil {
+		return true, fmt.Errorf("%w; the ring from rank %d is out of step: an earlier operation was cut short, or the peer runs another collkit version",
+			err, pr.rank)
+	}
+	if err := want.Check(pr.rank, got); err != nil {
+		r.tail.Store(tail)
+		wake(r.pwait)
+		return true, err
+	}
+	for off := uint64(0); off < uint64(len(p)); {
+		avail := head - tail
+		if avail == 0 {
+			r.tail.Store(tail)
+			wake(r.pwait)
+			err := t.await(ctx, r.cwait, func() bool {
+				head = r.head.Load()
+				return head != tail
+			}, gone)
+			if err != nil {
+				return true, err
+			}
+			continue
+		}
+		n := min(avail, uint64(len(p))-off, r.batch())
+		raceSync()
+		r.get(tail, p[off:off+n])
+		tail += n
+		off += n
+		if off < uint64(len(p)) {
+			r.tail.Store(tail)
+			wake(r.pwait)
+		}
+	}
+	r.tail.Store(tail)
+	wake(r.pwait)
+	return false, nil
+}

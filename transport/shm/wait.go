@@ -1,0 +1,121 @@
+//go:build linux
+
+package shm
+
+import (
+	"context"
+	"runtime"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Futex operations. The words live in MAP_SHARED memory of several
+// processes, so these are the shared (not _PRIVATE) forms.
+const (
+	futexWait = 0
+	futexWake = 1
+)
+
+// sleepSlice bounds one futex sleep, so that a sleeping rank looks at its
+// context, its transport and its peer's liveness this often even if nobody
+// wakes it.
+const sleepSlice = 100 * time.Millisecond
+
+// futexSleep sleeps while *w == val, for at most d.
+func futexSleep(w *atomic.Uint32, val uint32, d time.Duration) {
+	ts := unix.NsecToTimespec(int64(d))
+	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWait, uintptr(val),
+		uintptr(unsafe.Pointer(&ts)), 0, 0)
+}
+
+// wake clears a waiter's flag and wakes it if it had set one.
+func wake(w *atomic.Uint32) {
+	if w.Load() != 0 {
+		w.Store(0)
+		unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWake, 1<<30, 0, 0, 0)
+	}
+}
+
+// forceWake wakes a waiter on w unconditionally (Close, cancellation).
+func forceWake(w *atomic.Uint32) {
+	w.Store(0)
+	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWake, 1<<30, 0, 0, 0)
+}
+
+func schedYield() { unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
+
+// await waits until ready reports true: it polls cfg.Spin times, then polls
+// with sched_yield for cfg.Yield, then sleeps on the futex word w, which
+// the other side clears and wakes (see wake) after every change that can
+// make ready true. failed reports why waiting is pointless (this transport
+// or a peer closed, a peer died); it is called after a last look at ready,
+// so data a peer sent before it closed is still taken.
+func (t *Transport) await(ctx context.Context, w *atomic.Uint32, ready func() bool, failed func(live bool) error) error {
+	for range t.cfg.Spin {
+		if ready() {
+			return nil
+		}
+	}
+	if t.cfg.Yield > 0 {
+		start := time.Now()
+		for i := 0; ; i++ {
+			if ready() {
+				return nil
+			}
+			if err := t.stopErr(ctx, failed, false); err != nil {
+				if ready() {
+					return nil
+				}
+				return err
+			}
+			if i&7 == 7 && time.Since(start) > t.cfg.Yield {
+				break
+			}
+			// Gosched lets the goroutines of this process run (other
+			// ranks, in tests and in-process jobs); sched_yield lets
+			// other processes have this core.
+			runtime.Gosched()
+			if i&3 == 3 {
+				schedYield()
+			}
+		}
+	}
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() { forceWake(w) })
+		defer stop()
+	}
+	lastLive := time.Now()
+	for {
+		w.Store(1)
+		if ready() {
+			w.Store(0)
+			return nil
+		}
+		live := false
+		if time.Since(lastLive) >= t.cfg.LivenessInterval {
+			live, lastLive = true, time.Now()
+		}
+		if err := t.stopErr(ctx, failed, live); err != nil {
+			w.Store(0)
+			if ready() {
+				return nil
+			}
+			return err
+		}
+		futexSleep(w, 1, min(sleepSlice, t.cfg.LivenessInterval))
+	}
+}
+
+// stopErr is the reason to stop waiting, or nil.
+func (t *Transport) stopErr(ctx context.Context, failed func(live bool) error, live bool) error {
+	if t.closed.Load() {
+		return errClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return failed(live)
+}
