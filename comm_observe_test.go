@@ -91,6 +91,9 @@ func TestWriteTrace(t *testing.T) {
 		}
 	}
 	for r := range n {
+		if count[[2]any{r, "reduce"}] != n-1 {
+			t.Errorf("rank %d: %d reduce spans, want one per reduce-scatter step (%d)", r, count[[2]any{r, "reduce"}], n-1)
+		}
 		if count[[2]any{r, "allreduce"}] != 1 || count[[2]any{r, "send"}] != 2*(n-1) || count[[2]any{r, "recv"}] != 2*(n-1) {
 			t.Errorf("rank %d: %d allreduce, %d send, %d recv spans; want 1, %d, %d", r,
 				count[[2]any{r, "allreduce"}], count[[2]any{r, "send"}], count[[2]any{r, "recv"}], 2*(n-1), 2*(n-1))

@@ -35,6 +35,13 @@ func (t *Transport) Recv(ctx context.Context, peer int, h transport.Header, p []
 	return err
 }
 
+// Span records local work (a reduction) of a collective's message step on
+// the compute track.
+func (t *Transport) Span(name string, step uint32) (end func()) {
+	start := time.Now()
+	return func() { t.rec.Add(TrackCompute, name, start, time.Since(start), "step", step) }
+}
+
 // Unwrap returns the traced transport, where its other capabilities are.
 func (t *Transport) Unwrap() transport.Transport { return t.Transport }
 

@@ -20,6 +20,16 @@ type Transport interface {
 	Close() error
 }
 
+// Spanner is implemented by transports that record where a collective's
+// time goes (tracing.Transport). Algorithms report the work they do between
+// messages, such as reductions, through it, so traces show it beside the
+// sends and receives.
+type Spanner interface {
+	// Span starts a span named name for message step; calling the returned
+	// function ends it.
+	Span(name string, step uint32) (end func())
+}
+
 // Buffered is implemented by transports whose Send completes without a
 // matching Recv while at most SendBuffer bytes of payload sent to that peer
 // are still unreceived. Algorithms use it to send and then receive on one

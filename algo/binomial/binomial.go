@@ -114,7 +114,9 @@ func Reduce(ctx context.Context, t transport.Transport, h transport.Header, send
 			if err := t.Recv(ctx, tr.abs(kids[i]), h, *st); err != nil {
 				return fmt.Errorf("binomial reduce: %w", err)
 			}
+			done := pipeline.Span(t, "reduce", h.Step)
 			reduce.Reduce(h.DType, h.Op, acc, *st)
+			done()
 		}
 	}
 	if tr.v == 0 {

@@ -355,11 +355,13 @@ func (o *allReduce) receive(ctx context.Context, x *exchange, h transport.Header
 				return err
 			}
 		}
+		done := pipeline.Span(o.t, "reduce", h.Step)
 		if x.lower {
 			reduce.ReduceTo(dt, rop, x.in[off:end], x.mine[off:end], in)
 		} else {
 			reduce.ReduceTo(dt, rop, x.in[off:end], in, x.mine[off:end])
 		}
+		done()
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+
+	"github.com/collkit/collkit/transport"
 )
 
 // Progress counts finished segments so that another goroutine can act on
@@ -73,6 +75,17 @@ func Stage(n int) *[]byte {
 
 // Release returns a buffer from Stage to the pool.
 func Release(b *[]byte) { stages.Put(b) }
+
+// Span starts a span on t when t records them (transport.Spanner) and
+// returns its end; otherwise it returns a function that does nothing.
+func Span(t transport.Transport, name string, step uint32) (end func()) {
+	if s, ok := t.(transport.Spanner); ok {
+		return s.Span(name, step)
+	}
+	return nothing
+}
+
+func nothing() {}
 
 // SameBuffer reports whether a and b start at the same byte (an in-place
 // call), or are both empty.

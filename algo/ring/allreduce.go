@@ -170,10 +170,12 @@ func (p plan) receive(ctx context.Context, t transport.Transport, h transport.He
 	if err := t.Recv(ctx, left, h, in); err != nil {
 		return err
 	}
+	done := pipeline.Span(t, "reduce", h.Step)
 	reduce.ReduceTo(h.DType, h.Op, recv[off:end], send[off:end], in)
 	if s == p.n-2 {
 		reduce.Finish(h.DType, h.Op, recv[off:end], p.n)
 	}
+	done()
 	return nil
 }
 

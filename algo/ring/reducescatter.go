@@ -78,6 +78,7 @@ func (x *reduceScatter) receive(ctx context.Context, t transport.Transport, h tr
 	if err := t.Recv(ctx, x.b.left(), h, in); err != nil {
 		return err
 	}
+	defer pipeline.Span(t, "reduce", h.Step)()
 	if k != x.b.r {
 		reduce.ReduceTo(h.DType, h.Op, x.work[lo:hi], x.send[lo:hi], in)
 		return nil

@@ -249,7 +249,9 @@ func (p *plan) sequential(ctx context.Context, t transport.Transport, h transpor
 			case o.phase == up && o.recv:
 				in := (*stage)[:hi-lo]
 				if err = t.Recv(ctx, o.peer, h, in); err == nil {
+					done := pipeline.Span(t, "reduce", h.Step)
 					p.reduceIn(h, o.tree, o.child, lo, hi, send, recv, in)
+					done()
 				}
 			case o.phase == up:
 				err = t.Send(ctx, o.peer, h, p.upSource(o.tree, send, recv)[lo:hi])
@@ -408,7 +410,9 @@ func (x *run) reduceFromChildren(tr int) error {
 				return p.wrap(tr, up, k, err)
 			}
 			g.leave(tr)
+			done := pipeline.Span(x.t, "reduce", h.Step)
 			p.reduceIn(h, tr, i, lo, hi, x.send, x.recv, in)
+			done()
 		}
 		x.reduced[tr].Add()
 	}
