@@ -248,7 +248,9 @@ func (g *Group) runP2P(ctx context.Context) error {
 		}
 		lanes[l] = append(lanes[l], fn)
 	}
-	ctx, cancel := c.withTimeout(ctx)
+	ctx, done := c.withTimeout(ctx)
+	defer done()
+	ctx, cancel := context.WithCancel(ctx) // a failed lane stops the others
 	defer cancel()
 	errs := make([]error, len(order))
 	var wg sync.WaitGroup
