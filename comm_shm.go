@@ -6,27 +6,27 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/collkit/collkit/algo/ring"
+	"github.com/collkit/collkit/algo/halvingdoubling"
 	"github.com/collkit/collkit/bootstrap"
 	"github.com/collkit/collkit/transport"
 	"github.com/collkit/collkit/transport/shm"
 )
 
 // nativeMinBytes is the smallest buffer the "native" algorithm hands to the
-// transport's own all-reduce; below it the ring over the same transport is
-// faster (over shm, 8 bytes: about 2 us by ring, 10 us native, which pays
+// transport's own all-reduce; below it halving-doubling over the same transport is
+// faster (over shm, 8 bytes: about 2 us by message passing, 10 us native, which pays
 // two full barriers).
 const nativeMinBytes = 16 << 10
 
 // nativeAllReduce is the "native" algorithm: the transport's own all-reduce
 // (transport.NativeAllReducer, such as shared memory reducing straight out
-// of the other ranks' buffers) from nativeMinBytes up, and the ring below
-// that and on transports without one.
+// of the other ranks' buffers) from nativeMinBytes up, and halving-doubling
+// (log2(n) steps for small buffers) below that and on transports without one.
 func nativeAllReduce(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte) error {
 	if n, ok := unwrap(t).(transport.NativeAllReducer); ok && len(send) >= nativeMinBytes {
 		return n.AllReduce(ctx, h, send, recv)
 	}
-	return ring.AllReduce(ctx, t, h, send, recv)
+	return halvingdoubling.AllReduce(ctx, t, h, send, recv)
 }
 
 // unwrap returns the transport under the communicator's wrappers
