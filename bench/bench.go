@@ -36,6 +36,12 @@ type Config struct {
 	DType       reduce.DType
 	Op          reduce.Op
 	Seed        uint64 // seeds the checked inputs
+	// Group, when above 1, makes each iteration that many all-reduces of
+	// the size, issued as one Comm.Group (fused into one buffer, as
+	// Horovod's tensor fusion does) unless NoFusion issues them one by one.
+	// Times and bandwidths are then for the whole group.
+	Group    int
+	NoFusion bool
 }
 
 // Measurement is one timed run (out-of-place or in-place) at one size.
@@ -85,6 +91,9 @@ func AllReduceBusFactor(n int) float64 { return 2 * float64(n-1) / float64(n) }
 func Run(ctx context.Context, c *collkit.Comm, cfg Config, each func(Row)) ([]Row, error) {
 	if cfg.Iters == 0 && cfg.MinTime <= 0 {
 		cfg.Iters = 20
+	}
+	if cfg.Group > 1 {
+		return runGroup(ctx, c, cfg, each)
 	}
 	sizes := cfg.Sizes()
 	if len(sizes) == 0 {

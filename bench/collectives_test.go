@@ -64,3 +64,45 @@ func TestBusFactor(t *testing.T) {
 		}
 	}
 }
+
+// A group of all-reduces, fused and one by one, checks clean on 3 ranks and
+// says what ran.
+func TestRunGroup(t *testing.T) {
+	const n = 3
+	for _, noFusion := range []bool{false, true} {
+		cfg := bench.Config{MinBytes: 12, MaxBytes: 12 << 10, StepFactor: 32, Iters: 2, Warmup: 1, Check: 2,
+			DType: reduce.Int32, Op: reduce.Sum, Seed: 5, Group: 7, NoFusion: noFusion}
+		net := mem.NewNetwork(n, mem.Config{})
+		rows := make([][]bench.Row, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for r, tr := range net.Transports() {
+			wg.Go(func() {
+				c, err := collkit.New(tr, collkit.Options{})
+				if err != nil {
+					errs[r] = err
+					return
+				}
+				rows[r], errs[r] = bench.Run(context.Background(), c, cfg, nil)
+			})
+		}
+		wg.Wait()
+		net.Close()
+		for r, err := range errs {
+			if err != nil {
+				t.Fatalf("nofusion=%v rank %d: %v", noFusion, r, err)
+			}
+		}
+		for _, row := range rows[0] {
+			if w := row.OutOfPlace.Wrong + row.InPlace.Wrong; w != 0 {
+				t.Errorf("nofusion=%v, %d bytes: %d wrong elements", noFusion, row.Bytes, w)
+			}
+			if fused := row.Algorithm == "7 fused: ring"; fused == noFusion {
+				t.Errorf("nofusion=%v: algorithm column %q", noFusion, row.Algorithm)
+			}
+		}
+	}
+	if _, err := bench.Run(context.Background(), nil, bench.Config{MinBytes: 1 << 30, MaxBytes: 1 << 30, Group: 2, DType: reduce.Float32}, nil); err == nil {
+		t.Fatal("a 2 GiB group was accepted")
+	}
+}

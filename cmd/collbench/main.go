@@ -300,6 +300,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	fs.StringVar(&o.coll, "coll", "allreduce", "collective to measure: "+strings.Join(bench.Collectives(), ", "))
 	fs.IntVarP(&o.root, "root", "r", 0, "root rank of broadcast, reduce, gather and scatter")
+	fs.IntVar(&o.bench.Group, "group", 1, "all-reduces per iteration, issued as one fused group (like ncclGroupStart/End with Horovod's tensor fusion); times are for the whole group")
+	fs.BoolVar(&o.bench.NoFusion, "no-fusion", false, "with --group: issue the all-reduces one by one instead, for comparison")
 	fs.BoolVar(&o.stats, "stats", false, "print rank 0's communication statistics (ops, bytes, p50/p99 per collective and algorithm) after the run")
 	fs.StringVar(&o.tracePath, "trace", "", "write a Chrome/Perfetto trace of every rank's collectives and messages to this file")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this host:port during the run (local rank k on port+k)")
@@ -356,6 +358,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.algos, err = parseAlgos(algo, o.tune); err != nil {
 		return o, err
+	}
+	if o.bench.Group < 1 {
+		return o, fmt.Errorf("--group %d: must be at least 1", o.bench.Group)
+	}
+	if o.bench.Group > 1 && o.coll != "allreduce" {
+		return o, fmt.Errorf("--group applies to --coll allreduce only")
 	}
 	if !bench.IsCollective(o.coll) {
 		return o, fmt.Errorf("--coll %q: unknown collective (use one of %s)", o.coll, strings.Join(bench.Collectives(), ", "))

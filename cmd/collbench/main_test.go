@@ -140,6 +140,8 @@ func TestBadInput(t *testing.T) {
 		{"unknown op", nil, []string{"-o", "xor"}, "reduction op"},
 		{"size not a multiple", nil, []string{"--size", "6", "-d", "float32"}, "not a multiple of the element size 4"},
 		{"np zero", nil, []string{"--np", "0"}, "--np 0"},
+		{"group zero", nil, []string{"--group", "0"}, "--group 0"},
+		{"group of broadcasts", nil, []string{"--group", "4", "--coll", "broadcast"}, "--group applies to --coll allreduce only"},
 		{"bad size", nil, []string{"--size", "lots"}, "not a positive byte count"},
 		{"unknown flag", nil, []string{"--frobnicate"}, "unknown flag"},
 		{"bad RANK", []string{"RANK=x", "WORLD_SIZE=2"}, []string{"--size", "64"}, "RANK"},

@@ -1,0 +1,124 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/collkit/collkit"
+	"github.com/collkit/collkit/verify"
+)
+
+// MaxGroupBytes bounds Config.Group x the largest size: the group's buffers
+// all exist at once.
+const MaxGroupBytes = 1 << 30
+
+// grouped is Config.Group all-reduces of one size: n send and recv buffers
+// and how to issue them.
+type grouped struct {
+	c          *collkit.Comm
+	cfg        Config
+	send, recv [][]byte
+}
+
+func newGrouped(c *collkit.Comm, cfg Config, size int64) *grouped {
+	g := &grouped{c: c, cfg: cfg}
+	sendAll, recvAll := make([]byte, size*int64(cfg.Group)), make([]byte, size*int64(cfg.Group))
+	for i := range cfg.Group {
+		lo, hi := int64(i)*size, int64(i+1)*size
+		g.send, g.recv = append(g.send, sendAll[lo:hi:hi]), append(g.recv, recvAll[lo:hi:hi])
+		verify.Fill(cfg.DType, cfg.Op, g.send[i], cfg.Seed, c.Rank())
+	}
+	return g
+}
+
+// run issues the all-reduces: as one fused group (Config.Fuse), or one
+// after another.
+func (g *grouped) run(ctx context.Context, inPlace bool) error {
+	src := g.send
+	if inPlace {
+		src = g.recv
+	}
+	if !g.cfg.NoFusion {
+		grp := g.c.Group()
+		for i := range src {
+			grp.AllReduce(g.cfg.DType, g.cfg.Op, src[i], g.recv[i])
+		}
+		return grp.Run(ctx)
+	}
+	for i := range src {
+		if err := g.c.AllReduce(ctx, g.cfg.DType, g.cfg.Op, src[i], g.recv[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// check runs the group cfg.Check times, out of place and in place, and
+// counts the wrong elements of every all-reduce, summed over ranks.
+func (g *grouped) check(ctx context.Context, want []byte) (outWrong, inWrong int64, err error) {
+	var wrong [2]int64
+	for it := range g.cfg.Check {
+		seed := g.cfg.Seed + uint64(it) + 1
+		verify.Expect(g.cfg.DType, g.cfg.Op, want, seed, g.c.Size())
+		for k, inPlace := range []bool{false, true} {
+			for i := range g.send {
+				if inPlace {
+					verify.Fill(g.cfg.DType, g.cfg.Op, g.recv[i], seed, g.c.Rank())
+				} else {
+					verify.Fill(g.cfg.DType, g.cfg.Op, g.send[i], seed, g.c.Rank())
+					poison(g.recv[i])
+				}
+			}
+			if err := g.run(ctx, inPlace); err != nil {
+				return 0, 0, err
+			}
+			for i := range g.recv {
+				wrong[k] += int64(verify.Wrong(g.cfg.DType, g.recv[i], want))
+			}
+		}
+	}
+	if err := collkit.AllReduce(ctx, g.c, wrong[:], wrong[:], collkit.Sum); err != nil {
+		return 0, 0, err
+	}
+	return wrong[0], wrong[1], nil
+}
+
+// runGroup is Run with Config.Group all-reduces per iteration: times and
+// bandwidths are for the whole group (Bytes stays one all-reduce's size).
+func runGroup(ctx context.Context, c *collkit.Comm, cfg Config, each func(Row)) ([]Row, error) {
+	sizes := cfg.Sizes()
+	if len(sizes) > 0 && sizes[len(sizes)-1]*int64(cfg.Group) > MaxGroupBytes {
+		return nil, fmt.Errorf("a group of %d all-reduces of %d bytes needs more than %d bytes of buffers: lower the group or the size",
+			cfg.Group, sizes[len(sizes)-1], MaxGroupBytes)
+	}
+	var rows []Row
+	for _, size := range sizes {
+		g := newGrouped(c, cfg, size)
+		algo := c.Choose(size)
+		if !cfg.NoFusion {
+			algo = fmt.Sprintf("%d fused: %s", cfg.Group, c.Choose(size*int64(cfg.Group)))
+		}
+		row := Row{Bytes: size, Count: size / int64(cfg.DType.Size()), DType: cfg.DType.String(), Op: cfg.Op.String(), Root: -1, Algorithm: algo}
+		var err error
+		if row.OutOfPlace, err = measure(ctx, c, cfg, func() error { return g.run(ctx, false) }); err != nil {
+			return rows, err
+		}
+		if row.InPlace, err = measure(ctx, c, cfg, func() error { return g.run(ctx, true) }); err != nil {
+			return rows, err
+		}
+		if cfg.Check > 0 {
+			if row.OutOfPlace.Wrong, row.InPlace.Wrong, err = g.check(ctx, make([]byte, size)); err != nil {
+				return rows, err
+			}
+		}
+		for _, m := range []*Measurement{&row.OutOfPlace, &row.InPlace} {
+			m.AlgBW = float64(size*int64(cfg.Group)) / m.TimeUS / 1e3
+			m.BusBW = m.AlgBW * AllReduceBusFactor(c.Size())
+		}
+		rows = append(rows, row)
+		if each != nil {
+			each(row)
+		}
+	}
+	return rows, nil
+}
