@@ -7,6 +7,7 @@ import (
 
 	"github.com/collkit/collkit/transport"
 	"github.com/collkit/collkit/transport/mem"
+	"github.com/collkit/collkit/transport/rdma"
 	"github.com/collkit/collkit/transport/tcp"
 )
 
@@ -36,4 +37,22 @@ func TCPWorldWith(cfg tcp.Config) World {
 		}
 		return out
 	}
+}
+
+// RDMAWorld is a World of n ranks in this process over the UCX transport,
+// with the UCX transports $UCX_TLS selects (tcp, sm, ...). It needs the rdma
+// build tag; without it the test fails with rdma.ErrNotBuilt.
+func RDMAWorld(t testing.TB, n int) []transport.Transport {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ts, err := rdma.Local(ctx, n, rdma.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]transport.Transport, n)
+	for i, tr := range ts {
+		t.Cleanup(func() { tr.Close() })
+		out[i] = tr
+	}
+	return out
 }
