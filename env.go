@@ -11,7 +11,7 @@ import (
 )
 
 // Transports lists the transport names Options.Transport accepts.
-func Transports() []string { return []string{"tcp"} }
+func Transports() []string { return []string{"tcp", "rdma"} }
 
 // FromEnv creates a communicator from the variables a launcher sets
 // (torchrun, mpirun, srun or collbench's own --np launcher; see
@@ -83,6 +83,9 @@ func connectTransport(ctx context.Context, env bootstrap.Env, store bootstrap.St
 			return nil, err
 		}
 		return t, nil
+	}
+	if opts.Transport == "rdma" {
+		return connectRDMA(ctx, env, store, opts)
 	}
 	return nil, fmt.Errorf("%w: unknown transport %q (use one of %v)", ErrBadArgument, opts.Transport, Transports())
 }

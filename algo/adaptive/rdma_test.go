@@ -11,7 +11,5 @@ import (
 
 // The correctness table over the UCX transport (UCX_TLS picks tcp or sm).
 func TestAllReduceRDMA(t *testing.T) {
-	algotest.AllReduceWith(t, adaptive.Config{}.AllReduce, algotest.RDMAWorld, algotest.Options{
-		Counts: []int{0, 1, 7, 1000, 65537},
-	})
+	algotest.AllReduceWith(t, adaptive.Config{}.AllReduce, algotest.RDMAWorld, algotest.RDMAOptions)
 }
