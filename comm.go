@@ -134,7 +134,8 @@ type Options struct {
 	// Timeout bounds every collective that is called with a context without
 	// an earlier deadline. Zero means DefaultTimeout; negative means none.
 	Timeout time.Duration
-	// Transport names the transport FromEnv builds. Empty means "tcp".
+	// Transport names the transport FromEnv builds: "tcp" or "rdma" (UCX;
+	// needs the rdma build tag). Empty means "tcp".
 	Transport string
 	// Streams is the number of TCP connections per peer (tcp transport).
 	// Zero means 1.

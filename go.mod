@@ -3,6 +3,7 @@ module github.com/collkit/collkit
 go 1.26.0
 
 require (
+	github.com/Mellanox/rdmamap v1.2.0
 	github.com/NVIDIA/go-nvml v0.13.3-0
 	github.com/ebitengine/purego v0.11.3
 	github.com/montanaflynn/stats v0.14.0
@@ -34,4 +35,9 @@ require (
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
+)
+
+require (
+	github.com/vishvananda/netlink v1.3.1 // indirect
+	github.com/vishvananda/netns v0.0.5 // indirect
 )

@@ -36,6 +36,7 @@ var transportRegistry = []transportEntry{
 		return connectShm(ctx, store, env.Rank, env.Size, env.JobID, "")
 	}},
 	{name: "nccl", available: nccl.Available, connect: connectNCCL},
+	{name: "rdma", available: rdmaAvailable, connect: connectRDMA},
 }
 
 // Transports lists the transport names Options.Transport accepts, available

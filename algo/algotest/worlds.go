@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
 	"github.com/collkit/collkit/transport/mem"
+	"github.com/collkit/collkit/transport/rdma"
 	"github.com/collkit/collkit/transport/shm"
 	"github.com/collkit/collkit/transport/tcp"
 )
@@ -69,4 +71,33 @@ func Native(ctx context.Context, t transport.Transport, h transport.Header, send
 		return fmt.Errorf("algotest: %T has no native all-reduce", t)
 	}
 	return n.AllReduce(ctx, h, send, recv)
+}
+
+// RDMAWorld is a World of n ranks in this process over the UCX transport,
+// with the UCX transports $UCX_TLS selects (tcp, sm, ...). It needs the rdma
+// build tag; without it the test fails with rdma.ErrNotBuilt.
+func RDMAWorld(t testing.TB, n int) []transport.Transport {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ts, err := rdma.Local(ctx, n, rdma.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]transport.Transport, n)
+	for i, tr := range ts {
+		t.Cleanup(func() { tr.Close() })
+		out[i] = tr
+	}
+	return out
+}
+
+// RDMAOptions narrows the table for RDMAWorld, which CI runs twice (UCX over
+// tcp and over shared memory) under the race detector: odd and even world
+// sizes, counts from empty to many segments, a float, an integer and a
+// 16-bit type, and operators of each kind.
+var RDMAOptions = Options{
+	Sizes:  []int{1, 2, 3, 5, 8},
+	Counts: []int{0, 1, 7, 1000, 65537},
+	DTypes: []reduce.DType{reduce.Float32, reduce.Int64, reduce.BFloat16},
+	Ops:    []reduce.Op{reduce.Sum, reduce.Prod, reduce.Max, reduce.Avg},
 }

@@ -78,7 +78,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		case "compare":
 			return runCompare(args[1:], stdout, stderr)
 		case "topo":
-			return topo(stdout, stderr)
+			return topo(args[1:], stdout, stderr)
 		case "plot":
 			return runPlot(args[1:], stdout, stderr)
 		}
