@@ -7,3 +7,5 @@ require (
 	golang.org/x/sys v0.49.0
 	gonum.org/v1/gonum v0.17.0
 )
+
+require go.uber.org/goleak v1.3.0 // indirect

@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"context"
+	"crypto/hmac"
 	"errors"
 	"fmt"
 	"net"
@@ -317,27 +318,67 @@ func (t *Transport) handshakeOut(ctx context.Context, c *net.TCPConn, r int, add
 	defer stop()
 	h := hello{Rank: uint32(t.cfg.Rank), Target: uint32(r), Size: uint32(t.cfg.Size),
 		Stream: uint16(s), Streams: uint16(t.cfg.Streams), JobID: t.cfg.JobID}
+	secret := t.cfg.Secret
+	if secret != nil {
+		h.Flags |= flagAuth
+	}
 	perr := func(err error) error {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
 		}
 		return &transport.PeerError{Rank: r, Addr: addr, Op: "connect", Err: err}
 	}
-	if _, err := c.Write(appendHello(nil, h)); err != nil {
+	notPeer := func(err error) error {
+		return perr(fmt.Errorf("the process at %s accepted the connection but did not complete the handshake: %w; "+
+			"is a collkit rank of this job listening there?", addr, err))
+	}
+	hb := appendHello(nil, h)
+	if _, err := c.Write(hb); err != nil {
 		return perr(fmt.Errorf("sending the handshake of stream %d: %w", s, err))
 	}
 	b, err := readMsg(c)
-	var rep reply
-	if err == nil {
-		rep, err = decodeReply(b)
-	}
 	if err != nil {
-		return perr(fmt.Errorf("the process at %s accepted the connection but did not complete the handshake: %w; "+
-			"is a collkit rank of this job listening there?", addr, err))
+		return notPeer(err)
+	}
+	var nonceA, nonceD [nonceLen]byte
+	challenged := false
+	if typ, _, _ := checkPrefix(b); typ == msgChallenge {
+		if secret == nil {
+			return perr(fmt.Errorf("%w: rank %d demands the job secret and this rank has none: give every rank "+
+				"the same COLLKIT_SECRET (tcp.Config.Secret)", transport.ErrRejected, r))
+		}
+		if nonceA, err = decodeChallenge(b); err != nil {
+			return notPeer(err)
+		}
+		nonceD, challenged = newNonce(), true
+		p := proof{Nonce: nonceD, MAC: handshakeMAC(secret, labelDialer, &nonceA, &nonceD, hb)}
+		if _, err := c.Write(appendProof(nil, p)); err != nil {
+			return perr(fmt.Errorf("sending the secret proof of stream %d: %w", s, err))
+		}
+		if b, err = readMsg(c); err != nil {
+			return notPeer(err)
+		}
+	}
+	rep, err := decodeReply(b)
+	if err != nil {
+		return notPeer(err)
 	}
 	if !rep.Accept {
 		return perr(fmt.Errorf("%w: rank %d refused stream %d from rank %d: %s",
 			transport.ErrRejected, r, s, t.cfg.Rank, rep.explain(h)))
+	}
+	if secret != nil {
+		if !challenged || !rep.Authed {
+			return perr(fmt.Errorf("%w: the process at %s accepted stream %d without checking the job secret: "+
+				"it runs without COLLKIT_SECRET or is not a rank of this job", transport.ErrRejected, addr, s))
+		}
+		want := handshakeMAC(secret, labelAcceptor, &nonceA, &nonceD, hb)
+		if !hmac.Equal(want[:], rep.MAC[:]) {
+			return perr(fmt.Errorf("%w: the process at %s does not hold this job's secret: "+
+				"it belongs to another job, or the ranks were given different COLLKIT_SECRET values", transport.ErrRejected, addr))
+		}
+	} else if rep.Authed {
+		return notPeer(fmt.Errorf("%w: an authenticated accept to a hello without a secret", errBadHandshake))
 	}
 	c.SetDeadline(time.Time{})
 	return nil
@@ -392,6 +433,42 @@ func (t *Transport) handshakeIn(ctx context.Context, c *net.TCPConn, m *mesh) {
 		reject(why, h, err)
 		return
 	}
+	authed := false
+	var nonceA, nonceD [nonceLen]byte
+	if secret := t.cfg.Secret; secret != nil || h.Flags&flagAuth != 0 {
+		// Say nothing about this rank before the dialer has proved the secret.
+		rej = reply{Reason: reasonAuth}
+		switch {
+		case secret == nil:
+			reject("the dialer has a job secret and this rank has none", h, nil)
+			return
+		case h.Flags&flagAuth == 0:
+			reject("no job secret offered", h, nil)
+			return
+		}
+		nonceA = newNonce()
+		if _, err := c.Write(appendChallenge(nil, &nonceA)); err != nil {
+			rej.Reason = 0
+			reject("lost during the secret challenge", h, err)
+			return
+		}
+		pb, err := readMsg(c)
+		var p proof
+		if err == nil {
+			p, err = decodeProof(pb)
+		}
+		if err != nil {
+			reject("no valid answer to the secret challenge", h, err)
+			return
+		}
+		want := handshakeMAC(secret, labelDialer, &nonceA, &p.Nonce, b)
+		if !hmac.Equal(want[:], p.MAC[:]) {
+			reject("wrong job secret (HMAC proof does not match)", h, nil)
+			return
+		}
+		nonceD, authed = p.Nonce, true
+		rej = reply{Rank: uint32(t.cfg.Rank), Size: uint32(t.cfg.Size), Streams: uint16(t.cfg.Streams), JobID: t.cfg.JobID}
+	}
 	me, size := uint32(t.cfg.Rank), uint32(t.cfg.Size)
 	switch {
 	case h.JobID != t.cfg.JobID:
@@ -418,7 +495,11 @@ func (t *Transport) handshakeIn(ctx context.Context, c *net.TCPConn, m *mesh) {
 		m.release(r, s)
 		return // Connect is over; the connection is closed
 	}
-	if _, err := c.Write(appendReply(nil, reply{Accept: true})); err != nil {
+	acc := reply{Accept: true}
+	if authed {
+		acc.Authed, acc.MAC = true, handshakeMAC(t.cfg.Secret, labelAcceptor, &nonceA, &nonceD, b)
+	}
+	if _, err := c.Write(appendReply(nil, acc)); err != nil {
 		m.release(r, s)
 		c.Close()
 		t.log.Warn("tcp: lost a connection during its handshake", "rank", t.cfg.Rank, "remote", remote,
