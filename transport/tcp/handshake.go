@@ -27,8 +27,8 @@ const (
 	msgHello     = 1
 	msgAccept    = 2
 	msgReject    = 3
-	msgChallenge = 4 // body: acceptor nonce
-	msgProof     = 5 // body: dialer nonce, dialer MAC
+	msgChallenge = 4                         // body: acceptor nonce
+	msgProof     = 5                         // body: dialer nonce, dialer MAC
 	helloFixed   = 4 + 4 + 4 + 2 + 2 + 2 + 1 // rank, target, size, stream, streams, flags, job length
 	rejectFixed  = 1 + 4 + 4 + 2 + 1         // reason, rank, size, streams, job length
 	acceptLength = 0
@@ -91,8 +91,8 @@ type reply struct {
 	Accept  bool
 	Authed  bool         // an accept that carries MAC (authenticated handshake)
 	MAC     [macLen]byte // the acceptor's proof, when Authed
-	Reason  reason // when !Accept
-	Rank    uint32 // the acceptor's rank, size, streams and job id (reject only)
+	Reason  reason       // when !Accept
+	Rank    uint32       // the acceptor's rank, size, streams and job id (reject only)
 	Size    uint32
 	Streams uint16
 	JobID   string
