@@ -358,12 +358,14 @@ func (c *Comm) usable() error {
 	return nil
 }
 
-// fail makes err the communicator's sticky error and closes the transport so
-// that peers waiting on this rank see the failure at once.
+// fail makes err, with a diagnosis (comm_failure.go), the communicator's
+// sticky error and aborts the transport so that peers waiting on this rank
+// see the failure at once.
 func (c *Comm) fail(err error) error {
-	c.err = err
-	c.t.Close()
-	return err
+	fe := c.diagnose(err)
+	c.err = fe
+	c.abort(fe)
+	return fe
 }
 
 func (c *Comm) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {

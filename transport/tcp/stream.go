@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -16,6 +17,30 @@ import (
 // writev and come in straight into the caller's buffer.
 const smallMax = 16 << 10
 
+// States of stream.wstate.
+const (
+	wIdle    = 0
+	wBusy    = 1
+	wNoticed = 2
+)
+
+// notify sends an abort notice carrying reason, unless a send is in
+// progress (its bytes would interleave) or a notice already went out. It
+// waits at most until dl.
+func (s *stream) notify(reason string, dl time.Time) {
+	if !s.wstate.CompareAndSwap(wIdle, wNoticed) {
+		return
+	}
+	if len(reason) > transport.MaxAbortReason {
+		reason = reason[:transport.MaxAbortReason]
+	}
+	b := make([]byte, transport.HeaderSize+len(reason))
+	transport.Header{Coll: transport.CollAbort, Root: -1, Len: uint32(len(reason))}.Encode(b)
+	copy(b[transport.HeaderSize:], reason)
+	s.conn.SetWriteDeadline(dl)
+	s.conn.Write(b)
+}
+
 // aLongTimeAgo is a deadline in the past, used to interrupt blocked I/O.
 var aLongTimeAgo = time.Unix(1, 0)
 
@@ -25,7 +50,8 @@ type stream struct {
 	conn *net.TCPConn
 
 	// Send side.
-	wbuf     []byte // header and small payload
+	wstate   atomic.Int32 // wIdle, wBusy (a send in progress) or wNoticed (an abort notice went out)
+	wbuf     []byte       // header and small payload
 	iov      [2][]byte
 	bufs     net.Buffers
 	wdl      time.Time // write deadline last set on conn
@@ -134,6 +160,10 @@ func (s *stream) disarmRead(stop func() bool) {
 // send writes h and p. It returns how many bytes went out, so the caller
 // knows whether the byte stream is still in step after an error.
 func (s *stream) send(ctx context.Context, h transport.Header, p []byte) (int, error) {
+	if !s.wstate.CompareAndSwap(wIdle, wBusy) {
+		return 0, net.ErrClosed // an abort notice went out: this rank is giving up
+	}
+	defer s.wstate.Store(wIdle)
 	stop, err := s.armWrite(ctx)
 	if err != nil {
 		return 0, err
@@ -185,6 +215,9 @@ func (s *stream) recvSmall(peer int, want transport.Header, p []byte) (int, erro
 	if err != nil {
 		return n, err
 	}
+	if ah, ok := isAbortHeader(b); ok {
+		return n, s.readAbort(peer, ah, b, n)
+	}
 	if err := checkHeader(peer, want, b); err != nil {
 		return n, err
 	}
@@ -203,6 +236,9 @@ func (s *stream) recvLarge(peer int, want transport.Header, p []byte) (int, erro
 	n, err := io.ReadFull(s.conn, h)
 	if err != nil {
 		return n, err
+	}
+	if ah, ok := isAbortHeader(h); ok {
+		return n, s.readAbort(peer, ah, h, n)
 	}
 	if err := checkHeader(peer, want, h); err != nil {
 		return n, err
