@@ -282,9 +282,8 @@ func (pr *peer) failed(ctx context.Context, op string, moved int, err error) err
 			perr.Err = ae
 			break
 		}
-		perr.Err = fmt.Errorf("%w: peer rank %d (%s) closed the connection without an abort notice: "+
-			"its process died, was killed or exited without closing its communicator (%v)",
-			transport.ErrPeerGone, pr.rank, pr.addr, err)
+		perr.Err = fmt.Errorf("%w: rank %d died: %s closed the connection without an abort notice "+
+			"(its process exited or was killed) (%v)", transport.ErrPeerGone, pr.rank, pr.addr, err)
 	default:
 		perr.Err = err
 	}
