@@ -97,7 +97,8 @@ func launchLocal(ctx context.Context, opts options, args []string, stderr io.Wri
 	err := launch.Run(ctx, launch.Config{N: opts.np, Args: args, Grace: opts.timeout})
 	var re *launch.RankError
 	if errors.As(err, &re) {
-		return re.ExitCode() // the ranks have printed their own errors
+		reportKilled(stderr, re) // the other ranks have printed their own errors
+		return re.ExitCode()
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "collbench: %v\n", err)

@@ -3,6 +3,7 @@ package tcp
 import (
 	"encoding/binary"
 	"errors"
+	"runtime"
 	"slices"
 	"sync/atomic"
 	"syscall"
@@ -126,11 +127,19 @@ func (t *Transport) Dead() []int {
 		if pr.broken.Load() {
 			continue // closed here; nothing left to look at
 		}
+		// Dead when some stream ended and none carries a notice: an
+		// aborting peer sends its notice on one stream and closes them all.
+		died := false
 		for _, s := range pr.streams {
-			if st, _ := s.peek(); st == peerDied {
-				dead = append(dead, pr.rank)
+			st, _ := s.peek()
+			if st == peerAborted {
+				died = false
 				break
 			}
+			died = died || st == peerDied
+		}
+		if died {
+			dead = append(dead, pr.rank)
 		}
 	}
 	return dead
@@ -152,23 +161,33 @@ func (s *stream) peek() (peerState, string) {
 	}
 	var buf [transport.HeaderSize + transport.MaxAbortReason]byte
 	state, reason := peerAlive, ""
-	err := s.raw.Control(func(fd uintptr) {
-		n, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		switch {
-		case n == 0 && err == nil, err == syscall.ECONNRESET:
-			state = peerDied
-		case n >= transport.HeaderSize:
-			h, derr := transport.Decode(buf[:n])
-			if derr == nil && h.Coll == transport.CollAbort {
-				state = peerAborted
-				reason = string(buf[transport.HeaderSize:min(n, transport.HeaderSize+int(h.Len))])
+	// A notice may still be arriving: look again, briefly, until its
+	// reason is whole.
+	for giveUp := time.Now().Add(100 * time.Millisecond); ; runtime.Gosched() {
+		partial := false
+		state, reason = peerAlive, ""
+		err := s.raw.Control(func(fd uintptr) {
+			n, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+			switch {
+			case n == 0 && err == nil, err == syscall.ECONNRESET:
+				state = peerDied
+			case n >= transport.HeaderSize:
+				h, derr := transport.Decode(buf[:n])
+				if derr == nil && h.Coll == transport.CollAbort {
+					state = peerAborted
+					end := transport.HeaderSize + min(int(h.Len), transport.MaxAbortReason)
+					reason = string(buf[transport.HeaderSize:min(n, end)])
+					partial = n < end
+				}
 			}
+		})
+		if err != nil {
+			return peerAlive, ""
 		}
-	})
-	if err != nil {
-		return peerAlive, ""
+		if !partial || time.Now().After(giveUp) {
+			return state, reason
+		}
 	}
-	return state, reason
 }
 
 // classifyGone is called when the connection to pr ended under an
@@ -210,4 +229,14 @@ func isAbortHeader(b []byte) (transport.Header, bool) {
 	}
 	h, err := transport.Decode(b)
 	return h, err == nil && h.Coll == transport.CollAbort
+}
+
+// breakOff closes pr's connections after a hard error on one piece of a
+// message, first noting whether the peer died: once the sockets are closed
+// here, nothing is left to look at.
+func (pr *peer) breakOff(err error) {
+	if peerGone(err) {
+		pr.classifyGone()
+	}
+	pr.closeConns()
 }

@@ -334,7 +334,7 @@ func (pr *peer) sendPieces(ctx context.Context, h transport.Header, p []byte, k 
 	lo, hi := pieceBounds(len(p), k, 0)
 	moved, err := pr.streams[0].send(ctx, h, p[lo:hi])
 	if hard(err) {
-		pr.closeConns()
+		pr.breakOff(err)
 	}
 	for range dispatched - 1 {
 		r := <-pr.sendDone
@@ -365,7 +365,7 @@ func (pr *peer) recvPieces(ctx context.Context, h transport.Header, p []byte, k 
 	lo, hi := pieceBounds(len(p), k, 0)
 	moved, err := pr.streams[0].recv(ctx, pr.rank, h, p[lo:hi])
 	if hard(err) {
-		pr.closeConns()
+		pr.breakOff(err)
 	}
 	for range dispatched - 1 {
 		r := <-pr.recvDone
@@ -406,7 +406,7 @@ func (pr *peer) work(jobs <-chan piece, done chan<- result, do func(piece) (int,
 		case j := <-jobs:
 			n, err := do(j)
 			if hard(err) {
-				pr.closeConns() // unblock the other pieces of this message
+				pr.breakOff(err) // unblock the other pieces of this message
 			}
 			done <- result{n, err}
 		case <-pr.t.done:
