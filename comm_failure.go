@@ -2,6 +2,7 @@ package collkit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -78,6 +79,12 @@ func (c *Comm) abort(fe *FailureError) {
 		return
 	}
 	reason := fe.Err.Error()
+	var ae *transport.AbortError
+	if errors.As(fe.Err, &ae) {
+		// Pass the first cause on near the front, where truncation
+		// cannot cut it.
+		reason = fmt.Sprintf("rank %d gave up because rank %d aborted: %s", c.Rank(), ae.Rank, ae.Reason)
+	}
 	if len(fe.Dead) > 0 {
 		reason = fmt.Sprintf("%s died (its connection to rank %d closed without an abort notice); rank %d's own error: %s",
 			ranks(fe.Dead), c.Rank(), c.Rank(), reason)

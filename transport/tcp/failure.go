@@ -222,6 +222,10 @@ func (s *stream) readAbort(peer int, h transport.Header, b []byte, got int) erro
 	return &transport.AbortError{Rank: peer, Reason: string(buf[transport.HeaderSize:n])}
 }
 
+// errNotice tells stream.recv that an abort notice arrived in place of the
+// message; it then reads the notice.
+var errNotice = errors.New("abort notice")
+
 // isAbortHeader reports whether b starts with the header of an abort notice.
 func isAbortHeader(b []byte) (transport.Header, bool) {
 	if len(b) < transport.HeaderSize || binary.LittleEndian.Uint16(b) != 0xC011 {

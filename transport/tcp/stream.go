@@ -60,13 +60,15 @@ type stream struct {
 	wabortFn func()
 
 	// Receive side.
-	raw      syscall.RawConn
-	spin     time.Duration // how long poll spins before a read may park
-	rbuf     []byte        // header and small payload
-	rdl      time.Time
-	rdlOK    bool
-	rfired   chan struct{}
-	rabortFn func()
+	raw       syscall.RawConn
+	spin      time.Duration // how long poll spins before a read may park
+	rbuf      []byte        // header and small payload
+	rdl       time.Time
+	rdlOK     bool
+	rfired    chan struct{}
+	rabortFn  func()
+	notice    []byte           // the start of an abort notice, once one arrived
+	noticeHdr transport.Header // its header
 }
 
 // poll waits for the next message by polling the socket for up to s.spin,
@@ -203,6 +205,13 @@ func (s *stream) recv(ctx context.Context, peer int, want transport.Header, p []
 		n, err = s.recvLarge(peer, want, p)
 	}
 	s.disarmRead(stop)
+	if err == errNotice {
+		// Read the peer's reason with a deadline of its own: the caller's
+		// context may be ending because of this very abort.
+		s.conn.SetReadDeadline(time.Now().Add(time.Second))
+		s.rdlOK = false
+		err = s.readAbort(peer, s.noticeHdr, s.notice, len(s.notice))
+	}
 	return n, err
 }
 
@@ -216,7 +225,9 @@ func (s *stream) recvSmall(peer int, want transport.Header, p []byte) (int, erro
 		return n, err
 	}
 	if ah, ok := isAbortHeader(b); ok {
-		return n, s.readAbort(peer, ah, b, n)
+		s.notice = append(s.notice[:0], b[:n]...)
+		s.noticeHdr = ah
+		return n, errNotice
 	}
 	if err := checkHeader(peer, want, b); err != nil {
 		return n, err
@@ -238,7 +249,9 @@ func (s *stream) recvLarge(peer int, want transport.Header, p []byte) (int, erro
 		return n, err
 	}
 	if ah, ok := isAbortHeader(h); ok {
-		return n, s.readAbort(peer, ah, h, n)
+		s.notice = append(s.notice[:0], h[:n]...)
+		s.noticeHdr = ah
+		return n, errNotice
 	}
 	if err := checkHeader(peer, want, h); err != nil {
 		return n, err
