@@ -99,9 +99,19 @@ func (t *Transport) Waits() []transport.Wait {
 func (t *Transport) Abort(reason string) error {
 	if t.connected.Load() && !t.closed.Load() {
 		dl := time.Now().Add(time.Second)
+		var sent []*stream
 		for _, pr := range t.peers {
-			if pr != nil && !pr.broken.Load() {
-				pr.streams[0].notify(reason, dl)
+			if pr != nil && !pr.broken.Load() && pr.streams[0].notify(reason, dl) {
+				sent = append(sent, pr.streams[0])
+			}
+		}
+		// Closing a socket with unread input resets the connection and
+		// drops what it has not sent yet: give the notices up to half a
+		// second to be acknowledged first.
+		linger := time.Now().Add(500 * time.Millisecond)
+		for _, s := range sent {
+			for s.unsent() > 0 && time.Now().Before(linger) {
+				time.Sleep(time.Millisecond)
 			}
 		}
 	}

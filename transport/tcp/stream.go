@@ -26,10 +26,10 @@ const (
 
 // notify sends an abort notice carrying reason, unless a send is in
 // progress (its bytes would interleave) or a notice already went out. It
-// waits at most until dl.
-func (s *stream) notify(reason string, dl time.Time) {
+// waits at most until dl and reports whether the notice was written.
+func (s *stream) notify(reason string, dl time.Time) bool {
 	if !s.wstate.CompareAndSwap(wIdle, wNoticed) {
-		return
+		return false
 	}
 	if len(reason) > transport.MaxAbortReason {
 		reason = reason[:transport.MaxAbortReason]
@@ -38,7 +38,8 @@ func (s *stream) notify(reason string, dl time.Time) {
 	transport.Header{Coll: transport.CollAbort, Root: -1, Len: uint32(len(reason))}.Encode(b)
 	copy(b[transport.HeaderSize:], reason)
 	s.conn.SetWriteDeadline(dl)
-	s.conn.Write(b)
+	_, err := s.conn.Write(b)
+	return err == nil
 }
 
 // aLongTimeAgo is a deadline in the past, used to interrupt blocked I/O.

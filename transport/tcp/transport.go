@@ -271,7 +271,11 @@ func (pr *peer) failed(ctx context.Context, op string, moved int, err error) err
 	case errors.As(err, &mm):
 		perr.Err = err
 		// The peer may be waiting on this rank: tell it why before hanging up.
-		pr.streams[0].notify(fmt.Sprintf("rank %d: %v", pr.t.cfg.Rank, err), time.Now().Add(time.Second))
+		if s := pr.streams[0]; s.notify(fmt.Sprintf("rank %d: %v", pr.t.cfg.Rank, err), time.Now().Add(time.Second)) {
+			for linger := time.Now().Add(500 * time.Millisecond); s.unsent() > 0 && time.Now().Before(linger); {
+				time.Sleep(time.Millisecond)
+			}
+		}
 	case errors.As(err, &ae):
 		perr.Err = err
 	case errors.Is(err, transport.ErrBadFrame):
