@@ -3,6 +3,7 @@ package collkit
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -138,6 +139,9 @@ type Options struct {
 	// Nil means Connect groups ranks by host name (or $COLLKIT_NODE), and
 	// New puts every rank on one node.
 	Nodes []int
+	// TLS, when set, wraps every tcp connection in TLS (see tcp.LoadTLS).
+	// Nil means plain TCP.
+	TLS *tls.Config
 	// SimulatedNodes, when positive, overrides Nodes: the ranks are split
 	// into that many "nodes" of consecutive ranks, to try hierarchical
 	// algorithms on one machine.

@@ -78,6 +78,7 @@ func connectTransport(ctx context.Context, env bootstrap.Env, store bootstrap.St
 			Size:     env.Size,
 			JobID:    env.JobID,
 			Secret:   secretOf(env),
+			TLS:      opts.TLS,
 			Addr:     bootstrap.LocalAddrFor(env.StoreAddr()),
 			Streams:  opts.Streams,
 			SpinWait: opts.SpinWait,

@@ -44,6 +44,7 @@ type options struct {
 	jsonPath       string
 	timeout        time.Duration
 	connectTimeout time.Duration
+	tls            tlsFiles // --tls-cert, --tls-key, --tls-ca
 }
 
 // usageError marks errors that are the user's input, not a failed run.
@@ -110,7 +111,12 @@ func launchLocal(ctx context.Context, opts options, args []string, stderr io.Wri
 func worker(ctx context.Context, env bootstrap.Env, opts options, stdout io.Writer) error {
 	setup, cancel := context.WithTimeout(ctx, opts.connectTimeout)
 	defer cancel()
+	tlsConfig, err := opts.tls.load()
+	if err != nil {
+		return usageError{err}
+	}
 	comm, err := collkit.Connect(setup, env, collkit.Options{
+		TLS:            tlsConfig,
 		Algorithm:      opts.algos[0],
 		Transport:      opts.transport,
 		Streams:        opts.streams,
@@ -253,6 +259,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.jsonPath, "json", "", "write the results as JSON to this file (rank 0)")
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "fail a collective that takes longer than this (a dead or stuck peer)")
 	fs.DurationVar(&o.connectTimeout, "connect-timeout", 30*time.Second, "give up meeting the other ranks after this long")
+	o.tls.flags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: collbench [flags]\n\nMeasures and verifies all-reduce between local ranks (or ranks started by torchrun, mpirun or srun).\n\nFlags:\n%s", fs.FlagUsages())
 	}
@@ -308,6 +315,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("--streams %d: must be at least 1", o.streams)
 	case o.spinWait < 0:
 		return o, fmt.Errorf("--spin-wait %v: must not be negative", o.spinWait)
+	case !o.tls.complete():
+		return o, fmt.Errorf("--tls-cert, --tls-key and --tls-ca go together: give all three or none")
 	case o.timeout <= 0 || o.connectTimeout <= 0:
 		return o, fmt.Errorf("--timeout and --connect-timeout must be positive durations such as 30s")
 	}

@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"time"
@@ -20,6 +21,11 @@ type Config struct {
 	// checked for job id, rank and world size only, so any process that can
 	// reach the port and guesses them can join.
 	Secret []byte
+	// TLS, when set, wraps every connection in TLS before the collkit
+	// handshake, for links that cross untrusted networks; LoadTLS builds one
+	// for mutual TLS under a job CA. Every rank must have TLS on or off
+	// alike. Nil means plain TCP.
+	TLS *tls.Config
 	// Addr is the IP address or host name this rank listens on and
 	// advertises to the others. Empty means 127.0.0.1, which only works when
 	// all ranks share a host; across hosts use an address the others can

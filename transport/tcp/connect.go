@@ -82,7 +82,7 @@ func (t *Transport) Connect(ctx context.Context, store bootstrap.Store) (err err
 // mesh collects the connections while Connect builds them.
 type mesh struct {
 	mu      sync.Mutex
-	conns   [][]*net.TCPConn // [rank][stream]
+	conns   [][]net.Conn // [rank][stream]
 	claimed [][]bool
 	left    int
 	full    chan struct{} // closed when left reaches 0
@@ -115,7 +115,7 @@ func (m *mesh) release(r, s int) {
 }
 
 // put fills a claimed slot.
-func (m *mesh) put(r, s int, c *net.TCPConn) {
+func (m *mesh) put(r, s int, c net.Conn) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.conns[r][s] = c
@@ -136,9 +136,9 @@ func (t *Transport) connect(ctx context.Context, store bootstrap.Store, peers []
 	t.mu.Unlock()
 
 	m := &mesh{left: (cfg.Size - 1) * cfg.Streams, full: make(chan struct{}), rejected: make(map[int]string)}
-	m.conns, m.claimed = make([][]*net.TCPConn, cfg.Size), make([][]bool, cfg.Size)
+	m.conns, m.claimed = make([][]net.Conn, cfg.Size), make([][]bool, cfg.Size)
 	for r := range cfg.Size {
-		m.conns[r], m.claimed[r] = make([]*net.TCPConn, cfg.Streams), make([]bool, cfg.Streams)
+		m.conns[r], m.claimed[r] = make([]net.Conn, cfg.Streams), make([]bool, cfg.Streams)
 	}
 
 	// Accept from the start, so that strangers are turned away and early
@@ -158,7 +158,9 @@ func (t *Transport) connect(ctx context.Context, store bootstrap.Store, peers []
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				t.handshakeIn(actx, nc.(*net.TCPConn), m)
+				tc := nc.(*net.TCPConn)
+				t.tune(tc)
+				t.handshakeIn(actx, tc, m)
 			}()
 		}
 	}()
@@ -256,7 +258,7 @@ func (t *Transport) connect(ctx context.Context, store bootstrap.Store, peers []
 
 // dial connects stream s to rank r at addr, retrying with backoff until
 // ctx ends, and runs the handshake.
-func (t *Transport) dial(ctx context.Context, r int, addr string, s int) (*net.TCPConn, error) {
+func (t *Transport) dial(ctx context.Context, r int, addr string, s int) (net.Conn, error) {
 	start := time.Now()
 	backoff := 10 * time.Millisecond
 	var d net.Dialer
@@ -264,8 +266,11 @@ func (t *Transport) dial(ctx context.Context, r int, addr string, s int) (*net.T
 	for attempt := 1; ; attempt++ {
 		nc, err := d.DialContext(ctx, "tcp", addr)
 		if err == nil {
-			c := nc.(*net.TCPConn)
-			t.tune(c)
+			t.tune(nc.(*net.TCPConn))
+			c, err := t.secureOut(ctx, nc, r, addr)
+			if err != nil {
+				return nil, err
+			}
 			if err := t.handshakeOut(ctx, c, r, addr, s); err != nil {
 				c.Close()
 				return nil, err
@@ -308,7 +313,7 @@ func (t *Transport) tune(c *net.TCPConn) {
 
 // handshakeOut introduces stream s of this rank to rank r and waits for the
 // answer.
-func (t *Transport) handshakeOut(ctx context.Context, c *net.TCPConn, r int, addr string, s int) error {
+func (t *Transport) handshakeOut(ctx context.Context, c net.Conn, r int, addr string, s int) error {
 	dl := time.Now().Add(t.handshakeTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
 		dl = d
@@ -386,10 +391,23 @@ func (t *Transport) handshakeOut(ctx context.Context, c *net.TCPConn, r int, add
 
 // handshakeIn checks the hello on an accepted connection and puts the
 // connection in its slot, or rejects it, logs why and closes it.
-func (t *Transport) handshakeIn(ctx context.Context, c *net.TCPConn, m *mesh) {
+func (t *Transport) handshakeIn(ctx context.Context, tc *net.TCPConn, m *mesh) {
+	var c net.Conn = tc
 	remote := c.RemoteAddr().String()
-	stop := context.AfterFunc(ctx, func() { c.Close() })
+	stop := context.AfterFunc(ctx, func() { tc.Close() })
 	c.SetDeadline(time.Now().Add(t.handshakeTimeout))
+	if t.cfg.TLS != nil {
+		sc, err := t.secureIn(ctx, tc)
+		if err != nil {
+			if stop() {
+				tc.Close()
+				t.log.Warn("tcp: rejected a connection", "rank", t.cfg.Rank, "remote", remote,
+					"why", "TLS handshake failed", "err", err)
+			}
+			return
+		}
+		c = sc
+	}
 	rej := reply{Rank: uint32(t.cfg.Rank), Size: uint32(t.cfg.Size), Streams: uint16(t.cfg.Streams), JobID: t.cfg.JobID}
 	reject := func(why string, h hello, err error) {
 		ours := stop() // false: Connect ended and closed the connection
@@ -507,7 +525,6 @@ func (t *Transport) handshakeIn(ctx context.Context, c *net.TCPConn, m *mesh) {
 		return
 	}
 	c.SetDeadline(time.Time{})
-	t.tune(c)
 	m.put(r, s, c)
 }
 

@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"net"
 	"runtime"
@@ -48,7 +49,7 @@ var aLongTimeAgo = time.Unix(1, 0)
 // stream is one TCP connection to a peer. One goroutine at a time sends on
 // it and one at a time receives; the two sides share nothing but the socket.
 type stream struct {
-	conn *net.TCPConn
+	conn net.Conn // a *net.TCPConn, or a *tls.Conn over one
 
 	// Send side.
 	wstate   atomic.Int32 // wIdle, wBusy (a send in progress) or wNoticed (an abort notice went out)
@@ -95,7 +96,7 @@ func (s *stream) poll() {
 	}
 }
 
-func newStream(c *net.TCPConn) *stream {
+func newStream(c net.Conn) *stream {
 	s := &stream{
 		conn:   c,
 		wbuf:   make([]byte, transport.HeaderSize+smallMax),
@@ -103,7 +104,14 @@ func newStream(c *net.TCPConn) *stream {
 		wfired: make(chan struct{}, 1),
 		rfired: make(chan struct{}, 1),
 	}
-	s.raw, _ = c.SyscallConn()
+	// The raw socket, for polling and peeking: under TLS it carries
+	// ciphertext, so peeking tells only whether the peer hung up.
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		s.raw, _ = tc.SyscallConn()
+	}
 	s.wabortFn = func() { s.conn.SetWriteDeadline(aLongTimeAgo); s.wfired <- struct{}{} }
 	s.rabortFn = func() { s.conn.SetReadDeadline(aLongTimeAgo); s.rfired <- struct{}{} }
 	return s
