@@ -92,7 +92,7 @@ func (t *Transport) Waits() []transport.Wait {
 }
 
 // Abort sends every peer whose connection is still in step an abort notice
-// with reason on its first stream, giving each at most a second, and then
+// with reason on each stream, giving each at most a second, and then
 // closes the transport. Peers receiving from this rank get a
 // *transport.AbortError that quotes reason instead of a bare "connection
 // lost".
@@ -101,8 +101,16 @@ func (t *Transport) Abort(reason string) error {
 		dl := time.Now().Add(time.Second)
 		var sent []*stream
 		for _, pr := range t.peers {
-			if pr != nil && !pr.broken.Load() && pr.streams[0].notify(reason, dl) {
-				sent = append(sent, pr.streams[0])
+			if pr == nil || pr.broken.Load() {
+				continue
+			}
+			// On every stream: a peer receiving the pieces of a message
+			// reads them all, and whichever stream it reads must carry the
+			// reason rather than a bare hang-up.
+			for _, s := range pr.streams {
+				if s.notify(reason, dl) {
+					sent = append(sent, s)
+				}
 			}
 		}
 		// Closing a socket with unread input resets the connection and

@@ -271,9 +271,13 @@ func (pr *peer) failed(ctx context.Context, op string, moved int, err error) err
 	case errors.As(err, &mm):
 		perr.Err = err
 		// The peer may be waiting on this rank: tell it why before hanging up.
-		if s := pr.streams[0]; s.notify(fmt.Sprintf("rank %d: %v", pr.t.cfg.Rank, err), time.Now().Add(time.Second)) {
-			for linger := time.Now().Add(500 * time.Millisecond); s.unsent() > 0 && time.Now().Before(linger); {
-				time.Sleep(time.Millisecond)
+		reason, dl := fmt.Sprintf("rank %d: %v", pr.t.cfg.Rank, err), time.Now().Add(time.Second)
+		linger := time.Now().Add(500 * time.Millisecond)
+		for _, s := range pr.streams {
+			if s.notify(reason, dl) {
+				for s.unsent() > 0 && time.Now().Before(linger) {
+					time.Sleep(time.Millisecond)
+				}
 			}
 		}
 	case errors.As(err, &ae):
