@@ -10,7 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
-	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -48,7 +48,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var algos string
 	fs.IntVar(&o.np, "np", 4, "ranks to launch on this machine when no launcher set RANK/WORLD_SIZE")
 	fs.IntVar(&o.ops, "ops", 10000, "random all-reduces to run")
-	fs.IntVar(&o.maxBytes, "max-bytes", 1<<20, "largest message in bytes")
+	var maxBytes string
+	fs.StringVar(&maxBytes, "max-bytes", "1M", "largest message in bytes (K/M suffixes)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the random sequence (the same on every rank)")
 	fs.StringVar(&algos, "algos", "ring,tree,halvingdoubling,hierarchical", "algorithms to pick from")
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "per-collective timeout")
@@ -59,7 +60,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
 		}
+		fmt.Fprintf(stderr, "collsoak: %v\n", err)
 		return 2
+	}
+	mult := 1
+	switch {
+	case strings.HasSuffix(maxBytes, "K"):
+		mult, maxBytes = 1<<10, strings.TrimSuffix(maxBytes, "K")
+	case strings.HasSuffix(maxBytes, "M"):
+		mult, maxBytes = 1<<20, strings.TrimSuffix(maxBytes, "M")
+	}
+	if v, err := strconv.Atoi(maxBytes); err == nil {
+		o.maxBytes = v * mult
 	}
 	o.algos = strings.Split(algos, ",")
 	if o.ops < 1 || o.maxBytes < 8 || o.warmup < 0 || o.warmup >= o.ops {
@@ -112,7 +124,7 @@ func soak(ctx context.Context, env bootstrap.Env, o options, stdout io.Writer) e
 	counts := map[string]int{}
 	for i := range o.ops {
 		if i == o.warmup {
-			runtime.GC()
+			debug.FreeOSMemory()
 			if rssBefore, err = maxRSS(ctx, comm); err != nil {
 				return err
 			}
@@ -148,7 +160,7 @@ func soak(ctx context.Context, env bootstrap.Env, o options, stdout io.Writer) e
 		}
 		counts[algo]++
 	}
-	runtime.GC()
+	debug.FreeOSMemory()
 	rssAfter, err := maxRSS(ctx, comm)
 	if err != nil {
 		return err
