@@ -3,6 +3,7 @@ package collkit
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -152,6 +153,9 @@ type Options struct {
 	// Nil means Connect groups ranks by host name (or $COLLKIT_NODE), and
 	// New puts every rank on one node.
 	Nodes []int
+	// TLS, when set, wraps every tcp connection in TLS (see tcp.LoadTLS).
+	// Nil means plain TCP.
+	TLS *tls.Config
 	// SimulatedNodes, when positive, overrides Nodes: the ranks are split
 	// into that many "nodes" of consecutive ranks, to try hierarchical
 	// algorithms on one machine.
@@ -418,15 +422,17 @@ func (c *Comm) usable() error {
 	return nil
 }
 
-// fail makes err the communicator's sticky error and closes the transport so
-// that peers waiting on this rank see the failure at once.
+// fail makes err, with a diagnosis (comm_failure.go), the communicator's
+// sticky error and aborts the transport so that peers waiting on this rank
+// see the failure at once.
 func (c *Comm) fail(err error) error {
-	c.err = err
-	c.t.Close()
+	fe := c.diagnose(err)
+	c.err = fe
+	c.abort(fe)
 	if c.intra != nil {
 		c.intra.Close()
 	}
-	return err
+	return fe
 }
 
 // Making a context with a timer costs more than an 8-byte all-reduce over

@@ -3,6 +3,7 @@ package collkit
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 
 	"github.com/collkit/collkit/bootstrap"
@@ -27,6 +28,11 @@ func FromEnv(ctx context.Context, opts Options) (*Comm, error) {
 func Connect(ctx context.Context, env bootstrap.Env, opts Options) (*Comm, error) {
 	if _, err := findAlgorithm(opts.Algorithm); err != nil {
 		return nil, fmt.Errorf("collkit: rank %d: %w", env.Rank, err)
+	}
+	if env.Secret == "" && env.Rank == 0 {
+		slog.Warn("collkit: no COLLKIT_SECRET: connections are checked for job id, rank and world size only, "+
+			"so any process that can reach the store or the ranks' ports may join; set the same COLLKIT_SECRET "+
+			"(at least 16 random characters) on every rank to require an HMAC proof", "job", env.JobID)
 	}
 	store, closer, err := bootstrap.Rendezvous(ctx, env)
 	if err != nil {
@@ -91,4 +97,11 @@ func ConnectStore(ctx context.Context, env bootstrap.Env, store bootstrap.Store,
 		}
 	}
 	return c, nil
+}
+
+func secretOf(env bootstrap.Env) []byte {
+	if env.Secret == "" {
+		return nil
+	}
+	return []byte(env.Secret)
 }

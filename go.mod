@@ -41,3 +41,5 @@ require (
 	github.com/vishvananda/netlink v1.3.1 // indirect
 	github.com/vishvananda/netns v0.0.5 // indirect
 )
+
+require go.uber.org/goleak v1.3.0

@@ -93,6 +93,8 @@ func connectTCP(ctx context.Context, env bootstrap.Env, store bootstrap.Store, o
 		Rank:     env.Rank,
 		Size:     env.Size,
 		JobID:    env.JobID,
+		Secret:   secretOf(env),
+		TLS:      opts.TLS,
 		Addr:     bootstrap.LocalAddrFor(env.StoreAddr()),
 		Streams:  opts.Streams,
 		SpinWait: opts.SpinWait,

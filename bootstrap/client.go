@@ -2,6 +2,7 @@ package bootstrap
 
 import (
 	"context"
+	"crypto/hmac"
 	"errors"
 	"fmt"
 	"net"
@@ -31,11 +32,27 @@ type Client struct {
 
 var _ Store = (*Client)(nil)
 
-// Dial connects to the store server at addr ("host:port"). It retries with
-// backoff until it gets through or ctx ends, so ranks may start before the
-// server; give ctx a deadline. The error after ctx ends names the address and
-// says what to check.
+// Dial connects to the store server at addr ("host:port") without a job
+// secret. It retries with backoff until it gets through or ctx ends, so
+// ranks may start before the server; give ctx a deadline. The error after
+// ctx ends names the address and says what to check.
 func Dial(ctx context.Context, addr string) (*Client, error) {
+	return DialConfig(ctx, ClientConfig{Addr: addr})
+}
+
+// ClientConfig configures a store client.
+type ClientConfig struct {
+	// Addr is the server's "host:port".
+	Addr string
+	// Secret is the job secret: the client proves it to the server and
+	// requires the server to prove it back. Nil means no authentication; a
+	// server that demands a secret then refuses the client.
+	Secret []byte
+}
+
+// DialConfig connects to the store server as cfg says, retrying like Dial.
+func DialConfig(ctx context.Context, cfg ClientConfig) (*Client, error) {
+	addr := cfg.Addr
 	start := time.Now()
 	backoff := 10 * time.Millisecond
 	var d net.Dialer
@@ -43,7 +60,7 @@ func Dial(ctx context.Context, addr string) (*Client, error) {
 	for attempt := 1; ; attempt++ {
 		nc, err := d.DialContext(ctx, "tcp", addr)
 		if err == nil {
-			return handshake(ctx, addr, nc)
+			return handshake(ctx, addr, nc, cfg.Secret)
 		}
 		if last == nil || ctx.Err() == nil { // keep the cause, not "context canceled"
 			last = err
@@ -62,12 +79,17 @@ func Dial(ctx context.Context, addr string) (*Client, error) {
 	}
 }
 
-// handshake sends the hello on a fresh connection and starts the reader.
-func handshake(ctx context.Context, addr string, nc net.Conn) (*Client, error) {
+// handshake sends the hello on a fresh connection, answers the secret
+// challenge when there is one, and starts the reader.
+func handshake(ctx context.Context, addr string, nc net.Conn, secret []byte) (*Client, error) {
 	fail := func(err error) (*Client, error) {
 		nc.Close()
 		return nil, fmt.Errorf("bootstrap: %s accepted a connection but did not answer as a collkit store: %w; "+
 			"check that MASTER_PORT is the port of this job's store and not another service", addr, err)
+	}
+	refuse := func(format string, args ...any) (*Client, error) {
+		nc.Close()
+		return nil, fmt.Errorf("bootstrap: the store at %s: "+format, append([]any{addr}, args...)...)
 	}
 	dl := time.Now().Add(5 * time.Second)
 	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
@@ -81,11 +103,34 @@ func handshake(ctx context.Context, addr string, nc net.Conn) (*Client, error) {
 	if err != nil {
 		return fail(err)
 	}
+	if f.typ == frameChallenge {
+		if secret == nil {
+			return refuse("it requires the job secret and this process has none: set COLLKIT_SECRET to the job's secret " +
+				"(collbench's launcher sets it; with torchrun, mpirun or srun export the same value on every rank)")
+		}
+		if len(f.value) != nonceLen {
+			return fail(fmt.Errorf("%w: challenge of %d bytes", errBadFrame, len(f.value)))
+		}
+		nonceS, nonceC := append([]byte(nil), f.value...), newNonce()
+		proof := append(nonceC, storeMAC(secret, labelClient, nonceS, nonceC)...)
+		if _, err := nc.Write(appendFrame(nil, frame{typ: frameProof, id: f.id, value: proof})); err != nil {
+			return fail(err)
+		}
+		if f, _, err = readFrame(nc, nil); err != nil {
+			return fail(err)
+		}
+		if f.typ == frameWelcome && !hmac.Equal(f.value, storeMAC(secret, labelServer, nonceS, nonceC)) {
+			return refuse("it does not hold this job's secret: it belongs to another job, or the ranks were given different COLLKIT_SECRET values")
+		}
+	} else if secret != nil && f.typ == frameOK {
+		return refuse("it does not check the job secret: it runs without COLLKIT_SECRET or is not this job's store; " +
+			"give every rank and the store's host the same COLLKIT_SECRET")
+	}
 	if f.typ == frameError {
 		nc.Close()
 		return nil, fmt.Errorf("bootstrap: the store at %s refused this client: %s", addr, f.value)
 	}
-	if f.typ != frameOK {
+	if f.typ != frameOK && (f.typ != frameWelcome || secret == nil) {
 		return fail(fmt.Errorf("%w: reply type %#x to hello", errBadFrame, f.typ))
 	}
 	nc.SetDeadline(time.Time{})

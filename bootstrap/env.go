@@ -30,6 +30,11 @@ type Env struct {
 	MasterPort           int    // port of the store; DefaultMasterPort if unset
 	JobID                string // the same on every rank of one job; "default" if nothing names one
 	Source               string // which variables it came from: "pytorch", "openmpi", "slurm" or "pmi"
+	// Secret is the job secret from COLLKIT_SECRET: the store and the tcp
+	// transport make every connection prove it (HMAC challenge-response).
+	// Empty when unset: connections are then checked only for job id, rank and
+	// world size, and any process that can reach the ports may join.
+	Secret string
 	// StoreExternal means a store server already runs at MasterAddr:MasterPort
 	// (a launcher hosts it), so rank 0 must not start one.
 	StoreExternal bool
@@ -106,6 +111,7 @@ func firstSet(getenv func(string) string, names ...string) string {
 // any of them and default to 127.0.0.1:29500. COLLKIT_JOB_ID names the job,
 // else the launcher's own job id is used, else "default".
 // COLLKIT_STORE_EXTERNAL=1 says a launcher already hosts the store.
+// COLLKIT_SECRET is the job secret (see Env.Secret).
 //
 // With no rank variables at all FromEnv returns an error wrapping ErrNoEnv;
 // a variable with a bad value gives an *EnvError naming it.
@@ -179,6 +185,14 @@ func FromEnv(getenv func(string) string) (Env, error) {
 	}
 	if env.JobID == "" {
 		env.JobID = "default"
+	}
+	if v := getenv("COLLKIT_SECRET"); v != "" {
+		if len(v) < MinSecretLen {
+			return Env{}, &EnvError{Var: "COLLKIT_SECRET", Value: "(hidden)", Problem: fmt.Sprintf(
+				"%d bytes is too short to be a secret: use at least %d random characters, e.g. $(openssl rand -hex 16), the same on every rank",
+				len(v), MinSecretLen)}
+		}
+		env.Secret = v
 	}
 	if v := getenv("COLLKIT_STORE_EXTERNAL"); v != "" {
 		if env.StoreExternal, err = strconv.ParseBool(v); err != nil {

@@ -29,12 +29,12 @@ func Rendezvous(ctx context.Context, env Env) (Store, io.Closer, error) {
 	var srv *Server
 	if env.Rank == 0 && !env.StoreExternal {
 		var err error
-		if srv, err = listenOn(ctx, env.MasterAddr, env.MasterPort); err != nil {
+		if srv, err = listenOn(ctx, env.MasterAddr, env.MasterPort, secretBytes(env.Secret)); err != nil {
 			return nil, nil, err
 		}
 		addr = srv.Addr()
 	}
-	c, err := Dial(ctx, addr)
+	c, err := DialConfig(ctx, ClientConfig{Addr: addr, Secret: secretBytes(env.Secret)})
 	if err != nil {
 		if srv != nil {
 			srv.Close()
@@ -65,7 +65,7 @@ func (cs closers) Close() error {
 
 // listenOn starts a Server on host:port, resolving host when it is a name
 // and trying its addresses in turn.
-func listenOn(ctx context.Context, host string, port int) (*Server, error) {
+func listenOn(ctx context.Context, host string, port int, secret []byte) (*Server, error) {
 	ips := []string{host}
 	if net.ParseIP(host) == nil {
 		addrs, err := net.DefaultResolver.LookupIPAddr(ctx, host)
@@ -79,7 +79,7 @@ func listenOn(ctx context.Context, host string, port int) (*Server, error) {
 	}
 	var errs []error
 	for _, ip := range ips {
-		srv, err := Listen(net.JoinHostPort(ip, strconv.Itoa(port)))
+		srv, err := ListenConfig(ServerConfig{Addr: net.JoinHostPort(ip, strconv.Itoa(port)), Secret: secret})
 		if err == nil {
 			return srv, nil
 		}
@@ -147,4 +147,12 @@ func Exchange(ctx context.Context, s Store, prefix string, rank, size int, value
 func Barrier(ctx context.Context, s Store, prefix string, rank, size int) error {
 	_, err := Exchange(ctx, s, prefix, rank, size, nil)
 	return err
+}
+
+// secretBytes is s as a secret: nil (no authentication) when empty.
+func secretBytes(s string) []byte {
+	if s == "" {
+		return nil
+	}
+	return []byte(s)
 }

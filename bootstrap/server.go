@@ -2,6 +2,7 @@ package bootstrap
 
 import (
 	"context"
+	"crypto/hmac"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +23,7 @@ import (
 type Server struct {
 	ln           net.Listener
 	log          *slog.Logger
+	secret       []byte        // nil: no authentication
 	helloTimeout time.Duration // how long a new connection may stay silent
 	writeTimeout time.Duration // how long a client may leave replies unread
 
@@ -40,13 +42,39 @@ type waiter struct {
 }
 
 // Listen starts a store server on addr ("host:port"; port 0 picks a free
-// one) and serves in the background until Close.
+// one) without authentication and serves in the background until Close.
 func Listen(addr string) (*Server, error) {
-	ln, err := net.Listen("tcp", addr)
+	return ListenConfig(ServerConfig{Addr: addr})
+}
+
+// ServerConfig configures a store server.
+type ServerConfig struct {
+	// Addr is "host:port" to listen on; port 0 picks a free one.
+	Addr string
+	// Secret is the job secret clients must prove (see auth.go), at least
+	// MinSecretLen bytes. Nil means any client that speaks the protocol may
+	// read and write keys.
+	Secret []byte
+	// Log receives a warning for every connection the server drops. Nil
+	// means slog.Default().
+	Log *slog.Logger
+}
+
+// ListenConfig starts a store server as cfg says and serves in the
+// background until Close.
+func ListenConfig(cfg ServerConfig) (*Server, error) {
+	if cfg.Secret != nil && len(cfg.Secret) < MinSecretLen {
+		return nil, fmt.Errorf("bootstrap: job secret of %d bytes: use at least %d random bytes (COLLKIT_SECRET)", len(cfg.Secret), MinSecretLen)
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
-		return nil, fmt.Errorf("bootstrap: store server cannot listen on %s: %w", addr, err)
+		return nil, fmt.Errorf("bootstrap: store server cannot listen on %s: %w", cfg.Addr, err)
 	}
 	s := newServer(ln)
+	s.secret = cfg.Secret
+	if cfg.Log != nil {
+		s.log = cfg.Log
+	}
 	s.start()
 	return s, nil
 }
@@ -304,8 +332,33 @@ func (c *serverConn) read() {
 			f.value[0], protoVersion)}))
 		return
 	}
-	c.nc.SetReadDeadline(time.Time{})
-	c.send(frame{typ: frameOK, id: f.id})
+	if s := c.s.secret; s != nil {
+		nonceS := newNonce()
+		c.send(frame{typ: frameChallenge, id: f.id, value: nonceS})
+		p, b, err := readFrame(c.nc, buf)
+		buf = b
+		if err == nil && (p.typ != frameProof || len(p.value) != nonceLen+macLen) {
+			err = fmt.Errorf("%w: answered the challenge with type %#x, %d bytes", errBadFrame, p.typ, len(p.value))
+		}
+		if err != nil {
+			c.s.log.Warn("bootstrap: dropped a store client that did not answer the job secret challenge",
+				"remote", remote, "err", err)
+			return
+		}
+		nonceC := p.value[:nonceLen]
+		if !hmac.Equal(p.value[nonceLen:], storeMAC(s, labelClient, nonceS, nonceC)) {
+			c.s.log.Warn("bootstrap: dropped a store client with the wrong job secret", "remote", remote)
+			c.nc.SetWriteDeadline(time.Now().Add(time.Second))
+			c.nc.Write(appendFrame(nil, frame{typ: frameError, id: p.id, value: []byte(
+				"wrong job secret: every rank must have the same COLLKIT_SECRET as the process hosting the store")}))
+			return
+		}
+		c.nc.SetReadDeadline(time.Time{})
+		c.send(frame{typ: frameWelcome, id: p.id, value: storeMAC(s, labelServer, nonceS, nonceC)})
+	} else {
+		c.nc.SetReadDeadline(time.Time{})
+		c.send(frame{typ: frameOK, id: f.id})
+	}
 
 	for {
 		f, buf, err = readFrame(c.nc, buf)

@@ -14,18 +14,23 @@ import (
 //
 // little endian, where length counts the bytes after itself and value runs to
 // the end of the frame. A client opens with a hello frame (key storeMagic,
-// value [protoVersion]); the server answers it with frameOK. Requests carry an
+// value [protoVersion]); the server answers it with frameOK, or, when it has
+// a job secret, with a challenge that the client must answer with a proof
+// before the server welcomes it (see auth.go). Requests carry an
 // id the client picks; the reply to a request carries the same id, so one
 // connection serves many concurrent calls and a Get that waits on the server
 // does not hold up the others.
 const (
-	frameHello  byte = 1 // key storeMagic, value [protoVersion]
-	frameSet    byte = 2 // key, value
-	frameGet    byte = 3 // key; answered when the key is set
-	frameCancel byte = 4 // id of a Get the client no longer waits for
-	frameOK     byte = 0x81
-	frameValue  byte = 0x82 // value of the Get with this id
-	frameError  byte = 0x83 // value is a message for the user
+	frameHello     byte = 1 // key storeMagic, value [protoVersion]
+	frameSet       byte = 2 // key, value
+	frameGet       byte = 3 // key; answered when the key is set
+	frameCancel    byte = 4 // id of a Get the client no longer waits for
+	frameProof     byte = 5 // value: client nonce, client MAC
+	frameOK        byte = 0x81
+	frameValue     byte = 0x82 // value of the Get with this id
+	frameError     byte = 0x83 // value is a message for the user
+	frameChallenge byte = 0x84 // value: server nonce
+	frameWelcome   byte = 0x85 // value: server MAC; the client is authenticated
 )
 
 const (
@@ -91,7 +96,7 @@ func decodeFrame(b []byte) (frame, error) {
 	}
 	f.key, f.value = string(rest[:kl]), rest[kl:]
 	switch f.typ {
-	case frameHello, frameSet, frameValue, frameError:
+	case frameHello, frameSet, frameValue, frameError, frameProof, frameChallenge, frameWelcome:
 	case frameGet, frameCancel, frameOK:
 		if len(f.value) != 0 {
 			return frame{}, fmt.Errorf("%w: type %#x carries a %d-byte value", errBadFrame, f.typ, len(f.value))

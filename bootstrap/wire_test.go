@@ -17,6 +17,9 @@ func validFrames() []frame {
 		{typ: frameOK, id: 7},
 		{typ: frameValue, id: 3, value: []byte("v")},
 		{typ: frameError, value: []byte("store protocol version 2")},
+		{typ: frameChallenge, value: make([]byte, nonceLen)},
+		{typ: frameProof, id: 1, value: make([]byte, nonceLen+macLen)},
+		{typ: frameWelcome, id: 1, value: make([]byte, macLen)},
 	}
 }
 

@@ -3,8 +3,9 @@
 //
 // The launcher hosts the job's bootstrap store itself and gives every child
 // the PyTorch-style variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
-// MASTER_PORT) plus COLLKIT_STORE_EXTERNAL=1 and a fresh COLLKIT_JOB_ID, so
-// the children rendezvous without racing for a port. When one rank fails, the
+// MASTER_PORT) plus COLLKIT_STORE_EXTERNAL=1, a fresh COLLKIT_JOB_ID and a
+// fresh random COLLKIT_SECRET, so the children rendezvous without racing for
+// a port and only they can reach the store or join the mesh. When one rank fails, the
 // others get a grace period to notice and exit on their own, then are killed:
 // a launch never leaves processes behind.
 //

@@ -83,7 +83,10 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.Grace = 10 * time.Second
 	}
 
-	srv, err := bootstrap.Listen("127.0.0.1:0")
+	// A fresh secret per job: only the processes started here can reach
+	// the store or join the ranks' mesh.
+	secret := newSecret()
+	srv, err := bootstrap.ListenConfig(bootstrap.ServerConfig{Addr: "127.0.0.1:0", Secret: []byte(secret)})
 	if err != nil {
 		return fmt.Errorf("launch: starting the bootstrap store: %w", err)
 	}
@@ -105,7 +108,7 @@ func Run(ctx context.Context, cfg Config) error {
 			"RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(cfg.N),
 			"LOCAL_RANK="+strconv.Itoa(r), "LOCAL_WORLD_SIZE="+strconv.Itoa(cfg.N),
 			"MASTER_ADDR="+host, "MASTER_PORT="+port,
-			"COLLKIT_STORE_EXTERNAL=1", "COLLKIT_JOB_ID="+job)
+			"COLLKIT_STORE_EXTERNAL=1", "COLLKIT_JOB_ID="+job, "COLLKIT_SECRET="+secret)
 		if err := cmd.Start(); err != nil {
 			killAll(procs)
 			return fmt.Errorf("launch: starting rank %d (%s): %w", r, cfg.Command, err)
@@ -168,4 +171,10 @@ func newJobID() string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	return "local-" + hex.EncodeToString(b)
+}
+
+func newSecret() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

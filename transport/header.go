@@ -30,6 +30,9 @@ var collNames = [...]string{"none", "allreduce", "broadcast", "reduce", "allgath
 	"reducescatter", "gather", "scatter", "alltoall", "barrier", "sendrecv"}
 
 func (c Coll) String() string {
+	if c == CollAbort {
+		return "abort"
+	}
 	if int(c) < len(collNames) {
 		return collNames[c]
 	}

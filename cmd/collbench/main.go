@@ -58,6 +58,7 @@ type options struct {
 	baseline       *bench.File // --baseline, read before the run
 	timeout        time.Duration
 	connectTimeout time.Duration
+	tls            tlsFiles // --tls-cert, --tls-key, --tls-ca
 }
 
 // usageError marks errors that are the user's input, not a failed run.
@@ -121,7 +122,8 @@ func launchLocal(ctx context.Context, opts options, args []string, stderr io.Wri
 	err := launch.Run(ctx, launch.Config{N: opts.np, Args: args, Grace: opts.timeout})
 	var re *launch.RankError
 	if errors.As(err, &re) {
-		return re.ExitCode() // the ranks have printed their own errors
+		reportKilled(stderr, re) // the other ranks have printed their own errors
+		return re.ExitCode()
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "collbench: %v\n", err)
@@ -214,7 +216,12 @@ func worker(ctx context.Context, env bootstrap.Env, opts options, stdout io.Writ
 func runTransport(ctx context.Context, env bootstrap.Env, store bootstrap.Store, tr string, opts options, out io.Writer, prog *progress) ([]bench.Report, error) {
 	setup, cancel := context.WithTimeout(ctx, opts.connectTimeout)
 	defer cancel()
+	tlsConfig, err := opts.tls.load()
+	if err != nil {
+		return nil, usageError{err}
+	}
 	comm, err := collkit.ConnectStore(setup, env, bootstrap.WithPrefix(store, "collbench/"+tr+"/"), collkit.Options{
+		TLS:            tlsConfig,
 		Algorithm:      opts.algos[0],
 		Transport:      tr,
 		Streams:        opts.streams,
@@ -332,6 +339,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "no progress bar on stderr")
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "fail a collective that takes longer than this (a dead or stuck peer)")
 	fs.DurationVar(&o.connectTimeout, "connect-timeout", 30*time.Second, "give up meeting the other ranks after this long")
+	o.tls.flags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: collbench [flags]\n       collbench tune [flags]\n       collbench compare BASE.json NEW.json [--tolerance 10%%] [--min-bw GB/s]\n       collbench plot RESULT.json... [-o FILE.png|FILE.svg]\n\n"+
 			"Measures and verifies collectives (all-reduce by default) between local ranks (or ranks started by torchrun, mpirun or srun).\n\nFlags:\n%s", fs.FlagUsages())
@@ -429,6 +437,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("--streams %d: must be at least 1", o.streams)
 	case o.spinWait < 0:
 		return o, fmt.Errorf("--spin-wait %v: must not be negative", o.spinWait)
+	case !o.tls.complete():
+		return o, fmt.Errorf("--tls-cert, --tls-key and --tls-ca go together: give all three or none")
 	case o.timeout <= 0 || o.connectTimeout <= 0:
 		return o, fmt.Errorf("--timeout and --connect-timeout must be positive durations such as 30s")
 	}

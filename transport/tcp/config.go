@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"time"
@@ -13,6 +14,18 @@ type Config struct {
 	// JobID must be the same on every rank; a connection from a process with
 	// another job id is rejected. At most 255 bytes.
 	JobID string
+	// Secret is the job secret every connection proves with an HMAC
+	// challenge-response in its handshake (see auth.go): a process without
+	// it cannot join the mesh. Every rank must have the same secret, of at
+	// least MinSecretLen bytes. Nil means no authentication: connections are
+	// checked for job id, rank and world size only, so any process that can
+	// reach the port and guesses them can join.
+	Secret []byte
+	// TLS, when set, wraps every connection in TLS before the collkit
+	// handshake, for links that cross untrusted networks; LoadTLS builds one
+	// for mutual TLS under a job CA. Every rank must have TLS on or off
+	// alike. Nil means plain TCP.
+	TLS *tls.Config
 	// Addr is the IP address or host name this rank listens on and
 	// advertises to the others. Empty means 127.0.0.1, which only works when
 	// all ranks share a host; across hosts use an address the others can
@@ -62,6 +75,8 @@ func (c Config) withDefaults() (Config, error) {
 		return bad("Rank must be in [0, %d)", c.Size)
 	case len(c.JobID) > maxJobIDLen:
 		return bad("JobID of %d bytes, limit %d", len(c.JobID), maxJobIDLen)
+	case c.Secret != nil && len(c.Secret) < MinSecretLen:
+		return bad("Secret of %d bytes: use at least %d random bytes, the same on every rank", len(c.Secret), MinSecretLen)
 	case c.Streams < 0 || c.Streams > MaxStreams:
 		return bad("Streams %d: want 0 (meaning 1) to %d", c.Streams, MaxStreams)
 	case c.SocketBuffer < 0:

@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"context"
+	"crypto/hmac"
 	"errors"
 	"fmt"
 	"net"
@@ -81,7 +82,7 @@ func (t *Transport) Connect(ctx context.Context, store bootstrap.Store) (err err
 // mesh collects the connections while Connect builds them.
 type mesh struct {
 	mu      sync.Mutex
-	conns   [][]*net.TCPConn // [rank][stream]
+	conns   [][]net.Conn // [rank][stream]
 	claimed [][]bool
 	left    int
 	full    chan struct{} // closed when left reaches 0
@@ -114,7 +115,7 @@ func (m *mesh) release(r, s int) {
 }
 
 // put fills a claimed slot.
-func (m *mesh) put(r, s int, c *net.TCPConn) {
+func (m *mesh) put(r, s int, c net.Conn) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.conns[r][s] = c
@@ -135,9 +136,9 @@ func (t *Transport) connect(ctx context.Context, store bootstrap.Store, peers []
 	t.mu.Unlock()
 
 	m := &mesh{left: (cfg.Size - 1) * cfg.Streams, full: make(chan struct{}), rejected: make(map[int]string)}
-	m.conns, m.claimed = make([][]*net.TCPConn, cfg.Size), make([][]bool, cfg.Size)
+	m.conns, m.claimed = make([][]net.Conn, cfg.Size), make([][]bool, cfg.Size)
 	for r := range cfg.Size {
-		m.conns[r], m.claimed[r] = make([]*net.TCPConn, cfg.Streams), make([]bool, cfg.Streams)
+		m.conns[r], m.claimed[r] = make([]net.Conn, cfg.Streams), make([]bool, cfg.Streams)
 	}
 
 	// Accept from the start, so that strangers are turned away and early
@@ -157,7 +158,9 @@ func (t *Transport) connect(ctx context.Context, store bootstrap.Store, peers []
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				t.handshakeIn(actx, nc.(*net.TCPConn), m)
+				tc := nc.(*net.TCPConn)
+				t.tune(tc)
+				t.handshakeIn(actx, tc, m)
 			}()
 		}
 	}()
@@ -255,7 +258,7 @@ func (t *Transport) connect(ctx context.Context, store bootstrap.Store, peers []
 
 // dial connects stream s to rank r at addr, retrying with backoff until
 // ctx ends, and runs the handshake.
-func (t *Transport) dial(ctx context.Context, r int, addr string, s int) (*net.TCPConn, error) {
+func (t *Transport) dial(ctx context.Context, r int, addr string, s int) (net.Conn, error) {
 	start := time.Now()
 	backoff := 10 * time.Millisecond
 	var d net.Dialer
@@ -263,8 +266,11 @@ func (t *Transport) dial(ctx context.Context, r int, addr string, s int) (*net.T
 	for attempt := 1; ; attempt++ {
 		nc, err := d.DialContext(ctx, "tcp", addr)
 		if err == nil {
-			c := nc.(*net.TCPConn)
-			t.tune(c)
+			t.tune(nc.(*net.TCPConn))
+			c, err := t.secureOut(ctx, nc, r, addr)
+			if err != nil {
+				return nil, err
+			}
 			if err := t.handshakeOut(ctx, c, r, addr, s); err != nil {
 				c.Close()
 				return nil, err
@@ -307,7 +313,7 @@ func (t *Transport) tune(c *net.TCPConn) {
 
 // handshakeOut introduces stream s of this rank to rank r and waits for the
 // answer.
-func (t *Transport) handshakeOut(ctx context.Context, c *net.TCPConn, r int, addr string, s int) error {
+func (t *Transport) handshakeOut(ctx context.Context, c net.Conn, r int, addr string, s int) error {
 	dl := time.Now().Add(t.handshakeTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
 		dl = d
@@ -317,27 +323,67 @@ func (t *Transport) handshakeOut(ctx context.Context, c *net.TCPConn, r int, add
 	defer stop()
 	h := hello{Rank: uint32(t.cfg.Rank), Target: uint32(r), Size: uint32(t.cfg.Size),
 		Stream: uint16(s), Streams: uint16(t.cfg.Streams), JobID: t.cfg.JobID}
+	secret := t.cfg.Secret
+	if secret != nil {
+		h.Flags |= flagAuth
+	}
 	perr := func(err error) error {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
 		}
 		return &transport.PeerError{Rank: r, Addr: addr, Op: "connect", Err: err}
 	}
-	if _, err := c.Write(appendHello(nil, h)); err != nil {
+	notPeer := func(err error) error {
+		return perr(fmt.Errorf("the process at %s accepted the connection but did not complete the handshake: %w; "+
+			"is a collkit rank of this job listening there?", addr, err))
+	}
+	hb := appendHello(nil, h)
+	if _, err := c.Write(hb); err != nil {
 		return perr(fmt.Errorf("sending the handshake of stream %d: %w", s, err))
 	}
 	b, err := readMsg(c)
-	var rep reply
-	if err == nil {
-		rep, err = decodeReply(b)
-	}
 	if err != nil {
-		return perr(fmt.Errorf("the process at %s accepted the connection but did not complete the handshake: %w; "+
-			"is a collkit rank of this job listening there?", addr, err))
+		return notPeer(err)
+	}
+	var nonceA, nonceD [nonceLen]byte
+	challenged := false
+	if typ, _, _ := checkPrefix(b); typ == msgChallenge {
+		if secret == nil {
+			return perr(fmt.Errorf("%w: rank %d demands the job secret and this rank has none: give every rank "+
+				"the same COLLKIT_SECRET (tcp.Config.Secret)", transport.ErrRejected, r))
+		}
+		if nonceA, err = decodeChallenge(b); err != nil {
+			return notPeer(err)
+		}
+		nonceD, challenged = newNonce(), true
+		p := proof{Nonce: nonceD, MAC: handshakeMAC(secret, labelDialer, &nonceA, &nonceD, hb)}
+		if _, err := c.Write(appendProof(nil, p)); err != nil {
+			return perr(fmt.Errorf("sending the secret proof of stream %d: %w", s, err))
+		}
+		if b, err = readMsg(c); err != nil {
+			return notPeer(err)
+		}
+	}
+	rep, err := decodeReply(b)
+	if err != nil {
+		return notPeer(err)
 	}
 	if !rep.Accept {
 		return perr(fmt.Errorf("%w: rank %d refused stream %d from rank %d: %s",
 			transport.ErrRejected, r, s, t.cfg.Rank, rep.explain(h)))
+	}
+	if secret != nil {
+		if !challenged || !rep.Authed {
+			return perr(fmt.Errorf("%w: the process at %s accepted stream %d without checking the job secret: "+
+				"it runs without COLLKIT_SECRET or is not a rank of this job", transport.ErrRejected, addr, s))
+		}
+		want := handshakeMAC(secret, labelAcceptor, &nonceA, &nonceD, hb)
+		if !hmac.Equal(want[:], rep.MAC[:]) {
+			return perr(fmt.Errorf("%w: the process at %s does not hold this job's secret: "+
+				"it belongs to another job, or the ranks were given different COLLKIT_SECRET values", transport.ErrRejected, addr))
+		}
+	} else if rep.Authed {
+		return notPeer(fmt.Errorf("%w: an authenticated accept to a hello without a secret", errBadHandshake))
 	}
 	c.SetDeadline(time.Time{})
 	return nil
@@ -345,10 +391,23 @@ func (t *Transport) handshakeOut(ctx context.Context, c *net.TCPConn, r int, add
 
 // handshakeIn checks the hello on an accepted connection and puts the
 // connection in its slot, or rejects it, logs why and closes it.
-func (t *Transport) handshakeIn(ctx context.Context, c *net.TCPConn, m *mesh) {
+func (t *Transport) handshakeIn(ctx context.Context, tc *net.TCPConn, m *mesh) {
+	var c net.Conn = tc
 	remote := c.RemoteAddr().String()
-	stop := context.AfterFunc(ctx, func() { c.Close() })
+	stop := context.AfterFunc(ctx, func() { tc.Close() })
 	c.SetDeadline(time.Now().Add(t.handshakeTimeout))
+	if t.cfg.TLS != nil {
+		sc, err := t.secureIn(ctx, tc)
+		if err != nil {
+			if stop() {
+				tc.Close()
+				t.log.Warn("tcp: rejected a connection", "rank", t.cfg.Rank, "remote", remote,
+					"why", "TLS handshake failed", "err", err)
+			}
+			return
+		}
+		c = sc
+	}
 	rej := reply{Rank: uint32(t.cfg.Rank), Size: uint32(t.cfg.Size), Streams: uint16(t.cfg.Streams), JobID: t.cfg.JobID}
 	reject := func(why string, h hello, err error) {
 		ours := stop() // false: Connect ended and closed the connection
@@ -392,6 +451,42 @@ func (t *Transport) handshakeIn(ctx context.Context, c *net.TCPConn, m *mesh) {
 		reject(why, h, err)
 		return
 	}
+	authed := false
+	var nonceA, nonceD [nonceLen]byte
+	if secret := t.cfg.Secret; secret != nil || h.Flags&flagAuth != 0 {
+		// Say nothing about this rank before the dialer has proved the secret.
+		rej = reply{Reason: reasonAuth}
+		switch {
+		case secret == nil:
+			reject("the dialer has a job secret and this rank has none", h, nil)
+			return
+		case h.Flags&flagAuth == 0:
+			reject("no job secret offered", h, nil)
+			return
+		}
+		nonceA = newNonce()
+		if _, err := c.Write(appendChallenge(nil, &nonceA)); err != nil {
+			rej.Reason = 0
+			reject("lost during the secret challenge", h, err)
+			return
+		}
+		pb, err := readMsg(c)
+		var p proof
+		if err == nil {
+			p, err = decodeProof(pb)
+		}
+		if err != nil {
+			reject("no valid answer to the secret challenge", h, err)
+			return
+		}
+		want := handshakeMAC(secret, labelDialer, &nonceA, &p.Nonce, b)
+		if !hmac.Equal(want[:], p.MAC[:]) {
+			reject("wrong job secret (HMAC proof does not match)", h, nil)
+			return
+		}
+		nonceD, authed = p.Nonce, true
+		rej = reply{Rank: uint32(t.cfg.Rank), Size: uint32(t.cfg.Size), Streams: uint16(t.cfg.Streams), JobID: t.cfg.JobID}
+	}
 	me, size := uint32(t.cfg.Rank), uint32(t.cfg.Size)
 	switch {
 	case h.JobID != t.cfg.JobID:
@@ -418,7 +513,11 @@ func (t *Transport) handshakeIn(ctx context.Context, c *net.TCPConn, m *mesh) {
 		m.release(r, s)
 		return // Connect is over; the connection is closed
 	}
-	if _, err := c.Write(appendReply(nil, reply{Accept: true})); err != nil {
+	acc := reply{Accept: true}
+	if authed {
+		acc.Authed, acc.MAC = true, handshakeMAC(t.cfg.Secret, labelAcceptor, &nonceA, &nonceD, b)
+	}
+	if _, err := c.Write(appendReply(nil, acc)); err != nil {
 		m.release(r, s)
 		c.Close()
 		t.log.Warn("tcp: lost a connection during its handshake", "rank", t.cfg.Rank, "remote", remote,
@@ -426,7 +525,6 @@ func (t *Transport) handshakeIn(ctx context.Context, c *net.TCPConn, m *mesh) {
 		return
 	}
 	c.SetDeadline(time.Time{})
-	t.tune(c)
 	m.put(r, s, c)
 }
 

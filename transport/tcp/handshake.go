@@ -12,11 +12,12 @@ import (
 //	magic "CKTC" | version uint8 | type uint8 | bodyLen uint16 | body
 //
 // little endian. The dialer sends a hello; the acceptor answers accept or
-// reject. Typed, length-prefixed messages leave room for more steps: an
-// authenticated handshake adds a challenge (acceptor -> dialer, a nonce) and
-// a proof (dialer -> acceptor, an HMAC of the nonce and the hello under a job
-// secret) between hello and accept, announced by a hello flag, without
-// changing the messages that exist.
+// reject. With a job secret (Config.Secret) the hello carries flagAuth and
+// two messages come between hello and answer: a challenge (acceptor ->
+// dialer, a fresh nonce) and a proof (dialer -> acceptor, its own nonce and
+// an HMAC of both nonces and the hello under the secret). The accept then
+// carries the acceptor's HMAC, so each side knows the other holds the
+// secret; see auth.go.
 const (
 	hsMagic      = "CKTC"
 	hsVersion    = 1
@@ -26,6 +27,8 @@ const (
 	msgHello     = 1
 	msgAccept    = 2
 	msgReject    = 3
+	msgChallenge = 4                         // body: acceptor nonce
+	msgProof     = 5                         // body: dialer nonce, dialer MAC
 	helloFixed   = 4 + 4 + 4 + 2 + 2 + 2 + 1 // rank, target, size, stream, streams, flags, job length
 	rejectFixed  = 1 + 4 + 4 + 2 + 1         // reason, rank, size, streams, job length
 	acceptLength = 0
@@ -42,7 +45,7 @@ type hello struct {
 	Size    uint32 // its world size
 	Stream  uint16 // which of the Streams connections to Target this is
 	Streams uint16 // its streams per peer
-	Flags   uint16 // capabilities; none are defined yet and unknown ones are ignored
+	Flags   uint16 // capabilities (flagAuth); unknown ones are ignored
 	JobID   string
 }
 
@@ -59,6 +62,7 @@ const (
 	reasonStream                      // stream index out of range
 	reasonDuplicate                   // that rank and stream are already connected
 	reasonMalformed                   // the hello did not parse
+	reasonAuth                        // the job secret check failed
 )
 
 var reasonNames = [...]string{
@@ -71,6 +75,7 @@ var reasonNames = [...]string{
 	reasonStream:    "stream index out of range",
 	reasonDuplicate: "rank and stream already connected",
 	reasonMalformed: "malformed hello",
+	reasonAuth:      "job secret check failed",
 }
 
 func (r reason) String() string {
@@ -84,8 +89,10 @@ func (r reason) String() string {
 // the dialer's error can say what differs.
 type reply struct {
 	Accept  bool
-	Reason  reason // when !Accept
-	Rank    uint32 // the acceptor's rank, size, streams and job id (reject only)
+	Authed  bool         // an accept that carries MAC (authenticated handshake)
+	MAC     [macLen]byte // the acceptor's proof, when Authed
+	Reason  reason       // when !Accept
+	Rank    uint32       // the acceptor's rank, size, streams and job id (reject only)
 	Size    uint32
 	Streams uint16
 	JobID   string
@@ -114,6 +121,10 @@ func appendHello(dst []byte, h hello) []byte {
 // appendReply appends r's message to dst.
 func appendReply(dst []byte, r reply) []byte {
 	if r.Accept {
+		if r.Authed {
+			dst = appendMsg(dst, msgAccept, macLen)
+			return append(dst, r.MAC[:]...)
+		}
 		return appendMsg(dst, msgAccept, acceptLength)
 	}
 	dst = appendMsg(dst, msgReject, rejectFixed+len(r.JobID))
@@ -191,10 +202,15 @@ func decodeReply(b []byte) (reply, error) {
 	}
 	switch typ {
 	case msgAccept:
-		if len(body) != acceptLength {
-			return reply{}, fmt.Errorf("%w: accept body of %d bytes", errBadHandshake, len(body))
+		switch len(body) {
+		case acceptLength:
+			return reply{Accept: true}, nil
+		case macLen:
+			r := reply{Accept: true, Authed: true}
+			copy(r.MAC[:], body)
+			return r, nil
 		}
-		return reply{Accept: true}, nil
+		return reply{}, fmt.Errorf("%w: accept body of %d bytes", errBadHandshake, len(body))
 	case msgReject:
 		if len(body) < rejectFixed || len(body) != rejectFixed+int(body[rejectFixed-1]) {
 			return reply{}, fmt.Errorf("%w: reject body of %d bytes", errBadHandshake, len(body))
@@ -250,6 +266,13 @@ func (r reply) explain(h hello) string {
 		return fmt.Sprintf("it already has stream %d from rank %d: two processes claim rank %d", h.Stream, h.Rank, h.Rank)
 	case reasonMalformed:
 		return "it could not parse this rank's handshake: run the same collkit build on every rank"
+	case reasonAuth:
+		if h.Flags&flagAuth == 0 {
+			return "it requires the job secret and this rank has none: give every rank the same COLLKIT_SECRET " +
+				"(collbench's launcher sets it; with torchrun, mpirun or srun export it yourself)"
+		}
+		return "the job secret check failed: the ranks were given different COLLKIT_SECRET values, " +
+			"or it runs without one; give every rank of the job the same secret"
 	}
 	return fmt.Sprintf("reason code %d", r.Reason)
 }

@@ -19,6 +19,8 @@ func validReplies() []reply {
 		{Accept: true},
 		{Reason: reasonJob, Rank: 0, Size: 4, Streams: 2, JobID: "job-A"},
 		{Reason: reasonDuplicate, Rank: 3, Size: 8, Streams: 1},
+		{Reason: reasonAuth},
+		{Accept: true, Authed: true, MAC: [macLen]byte{1, 2, 3, 31: 0xff}},
 	}
 }
 
@@ -76,7 +78,20 @@ func FuzzDecodeHandshake(f *testing.F) {
 	for _, r := range validReplies() {
 		f.Add(appendReply(nil, r))
 	}
+	nonce := [nonceLen]byte{7, 31: 9}
+	f.Add(appendChallenge(nil, &nonce))
+	f.Add(appendProof(nil, proof{Nonce: nonce, MAC: [macLen]byte{5, 31: 6}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		if n, err := decodeChallenge(b); err == nil {
+			if re := appendChallenge(nil, &n); !bytes.Equal(re, b) {
+				t.Fatalf("challenge changed in a round trip:\n in %x\nout %x", b, re)
+			}
+		}
+		if p, err := decodeProof(b); err == nil {
+			if re := appendProof(nil, p); !bytes.Equal(re, b) {
+				t.Fatalf("proof changed in a round trip:\n in %x\nout %x", b, re)
+			}
+		}
 		if h, err := decodeHello(b); err == nil {
 			if re := appendHello(nil, h); !bytes.Equal(re, b) {
 				t.Fatalf("hello changed in a round trip:\n in %x\nout %x", b, re)

@@ -2,9 +2,11 @@ package tcp
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"net"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -16,16 +18,42 @@ import (
 // writev and come in straight into the caller's buffer.
 const smallMax = 16 << 10
 
+// States of stream.wstate.
+const (
+	wIdle    = 0
+	wBusy    = 1
+	wNoticed = 2
+)
+
+// notify sends an abort notice carrying reason, unless a send is in
+// progress (its bytes would interleave) or a notice already went out. It
+// waits at most until dl and reports whether the notice was written.
+func (s *stream) notify(reason string, dl time.Time) bool {
+	if !s.wstate.CompareAndSwap(wIdle, wNoticed) {
+		return false
+	}
+	if len(reason) > transport.MaxAbortReason {
+		reason = reason[:transport.MaxAbortReason]
+	}
+	b := make([]byte, transport.HeaderSize+len(reason))
+	transport.Header{Coll: transport.CollAbort, Root: -1, Len: uint32(len(reason))}.Encode(b)
+	copy(b[transport.HeaderSize:], reason)
+	s.conn.SetWriteDeadline(dl)
+	_, err := s.conn.Write(b)
+	return err == nil
+}
+
 // aLongTimeAgo is a deadline in the past, used to interrupt blocked I/O.
 var aLongTimeAgo = time.Unix(1, 0)
 
 // stream is one TCP connection to a peer. One goroutine at a time sends on
 // it and one at a time receives; the two sides share nothing but the socket.
 type stream struct {
-	conn *net.TCPConn
+	conn net.Conn // a *net.TCPConn, or a *tls.Conn over one
 
 	// Send side.
-	wbuf     []byte // header and small payload
+	wstate   atomic.Int32 // wIdle, wBusy (a send in progress) or wNoticed (an abort notice went out)
+	wbuf     []byte       // header and small payload
 	iov      [2][]byte
 	bufs     net.Buffers
 	wdl      time.Time // write deadline last set on conn
@@ -34,16 +62,18 @@ type stream struct {
 	wabortFn func()
 
 	// Receive side.
-	raw      syscall.RawConn
-	spin     time.Duration    // how long poll spins before a read may park
-	peekFn   func(fd uintptr) // sets ready; made once so polling does not allocate
-	ready    bool
-	probe    [1]byte
-	rbuf     []byte // header and small payload
-	rdl      time.Time
-	rdlOK    bool
-	rfired   chan struct{}
-	rabortFn func()
+	raw       syscall.RawConn
+	spin      time.Duration    // how long poll spins before a read may park
+	peekFn    func(fd uintptr) // sets ready; made once so polling does not allocate
+	ready     bool
+	probe     [1]byte
+	rbuf      []byte // header and small payload
+	rdl       time.Time
+	rdlOK     bool
+	rfired    chan struct{}
+	rabortFn  func()
+	notice    []byte           // the start of an abort notice, once one arrived
+	noticeHdr transport.Header // its header
 }
 
 // poll waits for the next message by polling the socket for up to s.spin,
@@ -68,7 +98,7 @@ func (s *stream) poll() {
 	}
 }
 
-func newStream(c *net.TCPConn) *stream {
+func newStream(c net.Conn) *stream {
 	s := &stream{
 		conn:   c,
 		wbuf:   make([]byte, transport.HeaderSize+smallMax),
@@ -76,7 +106,14 @@ func newStream(c *net.TCPConn) *stream {
 		wfired: make(chan struct{}, 1),
 		rfired: make(chan struct{}, 1),
 	}
-	s.raw, _ = c.SyscallConn()
+	// The raw socket, for polling and peeking: under TLS it carries
+	// ciphertext, so peeking tells only whether the peer hung up.
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		s.raw, _ = tc.SyscallConn()
+	}
 	s.peekFn = func(fd uintptr) {
 		n, _, err := syscall.Recvfrom(int(fd), s.probe[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		s.ready = n > 0 || err != nil && err != syscall.EAGAIN
@@ -140,6 +177,10 @@ func (s *stream) disarmRead(stop func() bool) {
 // send writes h and p. It returns how many bytes went out, so the caller
 // knows whether the byte stream is still in step after an error.
 func (s *stream) send(ctx context.Context, h transport.Header, p []byte) (int, error) {
+	if !s.wstate.CompareAndSwap(wIdle, wBusy) {
+		return 0, net.ErrClosed // an abort notice went out: this rank is giving up
+	}
+	defer s.wstate.Store(wIdle)
 	stop, err := s.armWrite(ctx)
 	if err != nil {
 		return 0, err
@@ -179,6 +220,13 @@ func (s *stream) recv(ctx context.Context, peer int, want transport.Header, p []
 		n, err = s.recvLarge(peer, want, p)
 	}
 	s.disarmRead(stop)
+	if err == errNotice {
+		// Read the peer's reason with a deadline of its own: the caller's
+		// context may be ending because of this very abort.
+		s.conn.SetReadDeadline(time.Now().Add(time.Second))
+		s.rdlOK = false
+		err = s.readAbort(peer, s.noticeHdr, s.notice, len(s.notice))
+	}
 	return n, err
 }
 
@@ -190,6 +238,11 @@ func (s *stream) recvSmall(peer int, want transport.Header, p []byte) (int, erro
 	n, err := io.ReadAtLeast(s.conn, b, transport.HeaderSize)
 	if err != nil {
 		return n, err
+	}
+	if ah, ok := isAbortHeader(b); ok {
+		s.notice = append(s.notice[:0], b[:n]...)
+		s.noticeHdr = ah
+		return n, errNotice
 	}
 	if err := checkHeader(peer, want, b); err != nil {
 		return n, err
@@ -209,6 +262,11 @@ func (s *stream) recvLarge(peer int, want transport.Header, p []byte) (int, erro
 	n, err := io.ReadFull(s.conn, h)
 	if err != nil {
 		return n, err
+	}
+	if ah, ok := isAbortHeader(h); ok {
+		s.notice = append(s.notice[:0], h[:n]...)
+		s.noticeHdr = ah
+		return n, errNotice
 	}
 	if err := checkHeader(peer, want, h); err != nil {
 		return n, err

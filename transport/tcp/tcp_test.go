@@ -248,7 +248,7 @@ func TestPeerGoneMessage(t *testing.T) {
 	if !errors.Is(err, transport.ErrPeerGone) || !errors.As(err, &pe) || pe.Rank != 0 || pe.Addr == "" {
 		t.Fatalf("Recv from a closed peer = %v", err)
 	}
-	if !strings.Contains(err.Error(), "peer rank 0 ("+pe.Addr+") closed the connection: it exited or aborted") {
+	if !strings.Contains(err.Error(), "rank 0 died: "+pe.Addr+" closed the connection without an abort notice") {
 		t.Errorf("error does not explain: %v", err)
 	}
 }

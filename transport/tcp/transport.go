@@ -129,13 +129,14 @@ func (t *Transport) Send(ctx context.Context, peer int, h transport.Header, p []
 		return pr.errorf("send", "message of %d bytes is larger than a header can describe (4 GiB); split it", len(p))
 	}
 	h.Len = uint32(len(p))
+	pr.sendWait.begin(h)
 	if k := pieces(len(p), len(pr.streams)); k > 1 {
-		return pr.sendPieces(ctx, h, p, k)
+		err = pr.sendPieces(ctx, h, p, k)
+	} else if n, serr := pr.streams[0].send(ctx, h, p); serr != nil {
+		err = pr.failed(ctx, "send", n, serr)
 	}
-	if n, err := pr.streams[0].send(ctx, h, p); err != nil {
-		return pr.failed(ctx, "send", n, err)
-	}
-	return nil
+	pr.sendWait.end(err)
+	return err
 }
 
 // Recv receives the next message from rank peer into p, reading the
@@ -149,13 +150,14 @@ func (t *Transport) Recv(ctx context.Context, peer int, h transport.Header, p []
 		return pr.errorf("recv", "message of %d bytes is larger than a header can describe (4 GiB); split it", len(p))
 	}
 	h.Len = uint32(len(p))
+	pr.recvWait.begin(h)
 	if k := pieces(len(p), len(pr.streams)); k > 1 {
-		return pr.recvPieces(ctx, h, p, k)
+		err = pr.recvPieces(ctx, h, p, k)
+	} else if n, rerr := pr.streams[0].recv(ctx, pr.rank, h, p); rerr != nil {
+		err = pr.failed(ctx, "recv", n, rerr)
 	}
-	if n, err := pr.streams[0].recv(ctx, pr.rank, h, p); err != nil {
-		return pr.failed(ctx, "recv", n, err)
-	}
-	return nil
+	pr.recvWait.end(err)
+	return err
 }
 
 // peer returns the connection state for rank r, or the error that stops an
@@ -186,6 +188,7 @@ type peer struct {
 	streams []*stream
 
 	broken    atomic.Bool
+	dead      atomic.Bool // closed by the peer without an abort notice
 	errMu     sync.Mutex
 	err       error // the first error that broke the connections
 	closeOnce sync.Once
@@ -194,6 +197,8 @@ type peer struct {
 	// that move pieces handed over on sendWork[i] and recvWork[i].
 	sendWork, recvWork []chan piece
 	sendDone, recvDone chan result
+
+	sendWait, recvWait waitSlot // what Send and Recv wait on, for stall reports
 }
 
 type piece struct {
@@ -261,15 +266,32 @@ func (pr *peer) failed(ctx context.Context, op string, moved int, err error) err
 		return pr.brokenErr(op)
 	}
 	var mm *transport.MismatchError
+	var ae *transport.AbortError
 	switch {
 	case errors.As(err, &mm):
+		perr.Err = err
+		// The peer may be waiting on this rank: tell it why before hanging up.
+		reason, dl := fmt.Sprintf("rank %d: %v", pr.t.cfg.Rank, err), time.Now().Add(time.Second)
+		linger := time.Now().Add(500 * time.Millisecond)
+		for _, s := range pr.streams {
+			if s.notify(reason, dl) {
+				for s.unsent() > 0 && time.Now().Before(linger) {
+					time.Sleep(time.Millisecond)
+				}
+			}
+		}
+	case errors.As(err, &ae):
 		perr.Err = err
 	case errors.Is(err, transport.ErrBadFrame):
 		perr.Err = fmt.Errorf("%w; the bytes from rank %d are out of step: it is not a collkit rank of this version, "+
 			"or an earlier operation was cut short", err, pr.rank)
 	case peerGone(err):
-		perr.Err = fmt.Errorf("%w: peer rank %d (%s) closed the connection: it exited or aborted (%v)",
-			transport.ErrPeerGone, pr.rank, pr.addr, err)
+		if ae := pr.classifyGone(); ae != nil {
+			perr.Err = ae
+			break
+		}
+		perr.Err = fmt.Errorf("%w: rank %d died: %s closed the connection without an abort notice "+
+			"(its process exited or was killed) (%v)", transport.ErrPeerGone, pr.rank, pr.addr, err)
 	default:
 		perr.Err = err
 	}
@@ -320,7 +342,7 @@ func (pr *peer) sendPieces(ctx context.Context, h transport.Header, p []byte, k 
 	lo, hi := pieceBounds(len(p), k, 0)
 	moved, err := pr.streams[0].send(ctx, h, p[lo:hi])
 	if hard(err) {
-		pr.closeConns()
+		pr.breakOff(err)
 	}
 	for range dispatched - 1 {
 		r := <-pr.sendDone
@@ -351,7 +373,7 @@ func (pr *peer) recvPieces(ctx context.Context, h transport.Header, p []byte, k 
 	lo, hi := pieceBounds(len(p), k, 0)
 	moved, err := pr.streams[0].recv(ctx, pr.rank, h, p[lo:hi])
 	if hard(err) {
-		pr.closeConns()
+		pr.breakOff(err)
 	}
 	for range dispatched - 1 {
 		r := <-pr.recvDone
@@ -392,7 +414,7 @@ func (pr *peer) work(jobs <-chan piece, done chan<- result, do func(piece) (int,
 		case j := <-jobs:
 			n, err := do(j)
 			if hard(err) {
-				pr.closeConns() // unblock the other pieces of this message
+				pr.breakOff(err) // unblock the other pieces of this message
 			}
 			done <- result{n, err}
 		case <-pr.t.done:

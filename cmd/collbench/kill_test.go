@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// children lists the pids of pid's child processes (Linux /proc; every
+// thread records the children it forked).
+func children(pid int) []int {
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	var out []int
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, task.Name()))
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+// rankOf reads RANK from a process's environment.
+func rankOf(pid int) int {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	for _, kv := range bytes.Split(b, []byte{0}) {
+		if v, ok := strings.CutPrefix(string(kv), "RANK="); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	return -1
+}
+
+// One kill trial with real processes (scripts/kill-trials.sh runs many):
+// a worker killed with SIGKILL mid-benchmark makes collbench exit non-zero
+// quickly, every survivor names the dead rank and prints a stall report,
+// and no worker is left behind.
+func TestKillWorker(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc to find the workers")
+	}
+	const np = 3
+	cmd := exec.Command(binary, "--np", strconv.Itoa(np), "-b", "64K", "-e", "64M", "-n", "200", "--timeout", "10s")
+	cmd.Env = cleanEnv()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	// Wait for the first result row: the ranks are connected and running.
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() && !strings.HasPrefix(strings.TrimSpace(sc.Text()), "65536") {
+	}
+	go io.Copy(io.Discard, stdout)
+	workers := children(cmd.Process.Pid)
+	if len(workers) != np {
+		t.Fatalf("found %d workers, want %d; stderr:\n%s", len(workers), np, stderr.String())
+	}
+	victimPid := workers[time.Now().Nanosecond()%len(workers)]
+	victim := rankOf(victimPid)
+	killed := time.Now()
+	if err := syscall.Kill(victimPid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("collbench still running 60 s after rank %d was killed; stderr:\n%s", victim, stderr.String())
+	}
+	took := time.Since(killed)
+	if err == nil {
+		t.Fatal("collbench exited 0 after a rank was killed")
+	}
+	out := stderr.String()
+	if !strings.Contains(out, fmt.Sprintf("rank %d was killed by signal killed", victim)) {
+		t.Errorf("the launcher does not report the killed rank %d:\n%s", victim, out)
+	}
+	for r := range np {
+		if r == victim {
+			continue
+		}
+		var line string
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, fmt.Sprintf("collbench: rank %d: ", r)) {
+				line = l
+				break
+			}
+		}
+		switch {
+		case line == "":
+			t.Errorf("rank %d printed no error:\n%s", r, out)
+		case !strings.Contains(line, fmt.Sprintf("rank %d died", victim)) && !strings.Contains(line, fmt.Sprintf("dead: rank %d", victim)):
+			t.Errorf("rank %d does not name the dead rank %d: %s", r, victim, line)
+		case !strings.Contains(line, "stall report"):
+			t.Errorf("rank %d printed no stall report: %s", r, line)
+		}
+	}
+	for _, pid := range workers {
+		if err := syscall.Kill(pid, 0); err == nil {
+			t.Errorf("worker %d still running", pid)
+		}
+	}
+	t.Logf("rank %d killed; collbench exited (%v) %v later", victim, err, took.Round(time.Millisecond))
+}
+
+// lockedBuffer is a bytes.Buffer safe to read while a process writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

@@ -1,0 +1,269 @@
+package collkit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/collkit/collkit/algo/ring"
+	"github.com/collkit/collkit/reduce"
+	"github.com/collkit/collkit/transport"
+	"github.com/collkit/collkit/transport/tcp"
+	"github.com/collkit/collkit/verify"
+)
+
+// tcpComms connects n communicators in this process over loopback TCP with a
+// job secret.
+func tcpComms(t *testing.T, n int, opts Options) []*Comm {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ts, err := tcp.Local(ctx, n, tcp.Config{Secret: []byte("reliability-test-secret")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := make([]*Comm, n)
+	for r, tr := range ts {
+		if cs[r], err = New(tr, opts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, c := range cs {
+			c.Close()
+		}
+	})
+	return cs
+}
+
+func onEvery(cs []*Comm, fn func(r int, c *Comm) error) []error {
+	errs := make([]error, len(cs))
+	var wg sync.WaitGroup
+	for r, c := range cs {
+		wg.Go(func() { errs[r] = fn(r, c) })
+	}
+	wg.Wait()
+	return errs
+}
+
+// aboutMismatch reports whether err tells its reader that the ranks
+// disagreed: the mismatch itself, or a peer's abort notice quoting it.
+func aboutMismatch(err error) bool {
+	if errors.Is(err, transport.ErrMismatch) {
+		return true
+	}
+	var ae *transport.AbortError
+	return errors.As(err, &ae) && strings.Contains(ae.Reason, "does not match")
+}
+
+// Every kind of disagreement between ranks gives every rank an error that
+// says so, quickly, over real sockets; no rank returns a result.
+func TestMismatchEveryKindOverTCP(t *testing.T) {
+	const n, count = 4, 1000
+	allreduce := func(dt DType, op Op, count int) func(c *Comm) error {
+		return func(c *Comm) error {
+			buf := make([]byte, count*dt.Size())
+			return c.AllReduce(context.Background(), dt, op, buf, buf)
+		}
+	}
+	broadcast := func(root int) func(c *Comm) error {
+		return func(c *Comm) error {
+			buf := make([]byte, count*4)
+			h := transport.Header{Count: count, Root: int32(root), Coll: transport.CollBroadcast, DType: Float32}
+			return c.guard(context.Background(), h, func(ctx context.Context, h transport.Header) error {
+				return ring.Broadcast(ctx, c.t, h, buf, root)
+			})
+		}
+	}
+	cases := []struct {
+		name        string
+		most, odd   func(c *Comm) error
+		before      func(odd *Comm) error
+		wantInError string
+	}{
+		{name: "size", most: allreduce(Float32, Sum, count), odd: allreduce(Float32, Sum, count+1), wantInError: "count"},
+		{name: "dtype", most: allreduce(Float32, Sum, count), odd: allreduce(Int32, Sum, count), wantInError: "dtype"},
+		{name: "op", most: allreduce(Float32, Sum, count), odd: allreduce(Float32, Max, count), wantInError: "op"},
+		{name: "algorithm", most: allreduce(Float32, Sum, count), odd: allreduce(Float32, Sum, count),
+			before: func(c *Comm) error { return c.SetAlgorithm("halvingdoubling") }, wantInError: "algorithm"},
+		{name: "collective", most: allreduce(Float32, Sum, count), odd: broadcast(0), wantInError: "collective"},
+		{name: "root", most: broadcast(0), odd: broadcast(1), wantInError: "root"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := tcpComms(t, n, Options{Timeout: 10 * time.Second})
+			const oddRank = 2
+			if tc.before != nil {
+				if err := tc.before(cs[oddRank]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			start := time.Now()
+			errs := onEvery(cs, func(r int, c *Comm) error {
+				if r == oddRank {
+					return tc.odd(c)
+				}
+				return tc.most(c)
+			})
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("took %v to fail; the mismatch should be caught at the first message", d)
+			}
+			// In a broadcast the root and the ranks before the odd one are
+			// done before anyone sees the difference; they learn it at
+			// their next collective, which must fail and say why.
+			var late []int
+			for r, err := range errs {
+				if err == nil && tc.name == "root" {
+					late = append(late, r)
+				}
+			}
+			if len(late) > 0 {
+				lateErrs := onEvery(cs, func(r int, c *Comm) error {
+					if !slices.Contains(late, r) {
+						return errs[r]
+					}
+					return allreduce(Float32, Sum, count)(c)
+				})
+				t.Logf("ranks %v completed their part of the broadcast; their next collective: %v", late, lateErrs[late[0]])
+				errs = lateErrs
+			}
+			named := false
+			for r, err := range errs {
+				switch {
+				case err == nil:
+					t.Errorf("rank %d returned no error", r)
+				case !aboutMismatch(err):
+					t.Errorf("rank %d: %v\nwant an error about the mismatch", r, err)
+				case errors.Is(err, context.DeadlineExceeded):
+					t.Errorf("rank %d waited for the timeout: %v", r, err)
+				}
+				if err != nil && strings.Contains(err.Error(), tc.wantInError+": this rank") {
+					named = true
+				}
+			}
+			if !named {
+				t.Errorf("no rank's error names the %s difference: %v", tc.wantInError, errs)
+			}
+			t.Logf("rank 0: %v", errs[0])
+		})
+	}
+}
+
+// killTrials is how many ranks TestKillRandomRank kills; COLLKIT_KILL_TRIALS
+// raises it.
+func killTrials(t *testing.T) int {
+	if s := os.Getenv("COLLKIT_KILL_TRIALS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatalf("COLLKIT_KILL_TRIALS=%q: %v", s, err)
+		}
+		return n
+	}
+	return 4
+}
+
+// A rank whose connections vanish at a random moment of a stream of
+// all-reduces (as when its process is killed) makes every survivor fail
+// within the timeout with an error naming it, and leaves no goroutine
+// behind.
+func TestKillRandomRank(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	trials := killTrials(t)
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	algos := []string{"ring", "halvingdoubling", "hierarchical", "tree"}
+	const timeout = 10 * time.Second
+	for trial := range trials {
+		n := 3 + rng.IntN(3)
+		victim, at := rng.IntN(n), rng.IntN(20)
+		algo := algos[rng.IntN(len(algos))]
+		elems := 1 + rng.IntN(300_000)
+		if err := killTrial(t, n, victim, at, algo, elems, timeout); err != nil {
+			t.Errorf("trial %d (%d ranks, %s, %d floats, rank %d killed at all-reduce %d): %v",
+				trial, n, algo, elems, victim, at, err)
+		}
+	}
+}
+
+func killTrial(t *testing.T, n, victim, at int, algo string, elems int, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ts, err := tcp.Local(ctx, n, tcp.Config{Secret: []byte("reliability-test-secret"), Streams: 2})
+	if err != nil {
+		return err
+	}
+	cs := make([]*Comm, n)
+	for r, tr := range ts {
+		if cs[r], err = New(tr, Options{Algorithm: algo, Timeout: timeout, SimulatedNodes: 2}); err != nil {
+			return err
+		}
+	}
+	defer func() {
+		for _, c := range cs {
+			c.Close()
+		}
+	}()
+	var killed time.Time
+	var killMu sync.Mutex
+	errs := onEvery(cs, func(r int, c *Comm) error {
+		send := make([]byte, elems*4)
+		recv := make([]byte, elems*4)
+		want := make([]byte, elems*4)
+		for i := 0; ; i++ {
+			seed := uint64(i + 1)
+			verify.Fill(reduce.Float32, reduce.Sum, send, seed, r)
+			if r == victim && i == at {
+				go func() { // the kill lands somewhere inside this all-reduce
+					killMu.Lock()
+					killed = time.Now()
+					killMu.Unlock()
+					c.t.Close()
+				}()
+			}
+			if err := c.AllReduce(context.Background(), Float32, Sum, send, recv); err != nil {
+				return err
+			}
+			verify.Expect(reduce.Float32, reduce.Sum, want, seed, n)
+			if w := verify.Wrong(reduce.Float32, recv, want); w != 0 {
+				return fmt.Errorf("rank %d: %d wrong elements in all-reduce %d", r, w, i)
+			}
+			if i > at+1000 {
+				return errors.New("still running long after the kill")
+			}
+		}
+	})
+	killMu.Lock()
+	since := killed
+	killMu.Unlock()
+	var bad []string
+	for r, err := range errs {
+		if r == victim {
+			continue
+		}
+		var fe *FailureError
+		switch {
+		case err == nil:
+			bad = append(bad, fmt.Sprintf("rank %d: no error", r))
+		case !errors.As(err, &fe):
+			bad = append(bad, fmt.Sprintf("rank %d: %v is not a FailureError", r, err))
+		case !slices.Contains(fe.Dead, victim) && !strings.Contains(err.Error(), fmt.Sprintf("rank %d died", victim)):
+			bad = append(bad, fmt.Sprintf("rank %d does not name rank %d as dead: %v", r, victim, err))
+		}
+	}
+	if d := time.Since(since); d > timeout {
+		bad = append(bad, fmt.Sprintf("survivors took %v after the kill, timeout %v", d, timeout))
+	}
+	if len(bad) > 0 {
+		return errors.New(strings.Join(bad, "\n"))
+	}
+	return nil
+}

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Kill a random collbench rank (kill -9) at a random moment of a running
+# benchmark, TRIALS times, and check every trial:
+#   - the launcher exits non-zero within TIMEOUT + 5 s of the kill (no hang);
+#   - every surviving rank printed an error naming the dead rank;
+#   - every surviving rank printed a stall report;
+#   - no process of the trial is left afterwards.
+# Prints one line per trial and the counts at the end; exits 1 if any
+# trial failed.
+#
+#   scripts/kill-trials.sh [TRIALS=50] [NP=4]
+#   ALGOS="ring halvingdoubling hierarchical tree" TIMEOUT=10s scripts/kill-trials.sh 50
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+TRIALS=${1:-50}
+NP=${2:-4}
+TIMEOUT=${TIMEOUT:-10s}
+ALGOS=${ALGOS:-ring halvingdoubling hierarchical tree}
+timeout_s=${TIMEOUT%s}
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+go build -o "$work/collbench" ./cmd/collbench || exit 1
+read -r -a algos <<<"$ALGOS"
+
+pass=0 fail=0 missed=0
+for trial in $(seq 1 "$TRIALS"); do
+  algo=${algos[$((RANDOM % ${#algos[@]}))]}
+  mark="killtrial-$$-$trial"
+  out="$work/out.$trial" err="$work/err.$trial"
+  # Long enough that the kill lands mid-run: many sizes, many iterations.
+  COLLKIT_TRIAL_MARK=$mark "$work/collbench" --np "$NP" --algo "$algo" --nodes 2 \
+    -b 4K -e 4M -f 2 -n 200 -w 2 --timeout "$TIMEOUT" >"$out" 2>"$err" &
+  launcher=$!
+  # Wait for the benchmark to start (the first result row), then a random
+  # 0-1.5 s more: the kill lands anywhere in the sweep.
+  for _ in $(seq 1 300); do
+    grep -q '^ *[0-9]' "$out" 2>/dev/null && break
+    sleep 0.05
+  done
+  sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.3f", r / 32767 * 1.5 }')"
+  mapfile -t workers < <(pgrep -P "$launcher")
+  if [ "${#workers[@]}" -ne "$NP" ]; then
+    wait "$launcher"
+    echo "trial $trial: $algo: the run ended before the kill (workers: ${#workers[@]}); not counted"
+    missed=$((missed + 1))
+    continue
+  fi
+  victim_pid=${workers[$((RANDOM % NP))]}
+  victim=$(tr '\0' '\n' <"/proc/$victim_pid/environ" | sed -n 's/^RANK=//p')
+  killed_at=$(date +%s.%N)
+  kill -9 "$victim_pid"
+  # Bounded wait for the launcher.
+  limit=$(awk -v t="$timeout_s" 'BEGIN { print t + 5 }')
+  ended=0
+  while :; do
+    if ! kill -0 "$launcher" 2>/dev/null; then ended=1; break; fi
+    if awk -v a="$(date +%s.%N)" -v b="$killed_at" -v l="$limit" 'BEGIN { exit !(a - b > l) }'; then break; fi
+    sleep 0.05
+  done
+  took=$(awk -v a="$(date +%s.%N)" -v b="$killed_at" 'BEGIN { printf "%.2f", a - b }')
+  problems=()
+  if [ "$ended" = 0 ]; then
+    problems+=("HANG: launcher still running ${took}s after the kill")
+    kill -9 "$launcher" 2>/dev/null
+  fi
+  wait "$launcher"
+  code=$?
+  [ "$code" -ne 0 ] || problems+=("launcher exited 0")
+  for r in $(seq 0 $((NP - 1))); do
+    [ "$r" = "$victim" ] && continue
+    line=$(grep "^collbench: rank $r: " "$err" | head -1)
+    if [ -z "$line" ]; then
+      problems+=("rank $r printed no error")
+      continue
+    fi
+    grep -q -e "rank $victim died" -e "dead: rank $victim\b" -e "dead: .*rank $victim\b" <<<"$line" ||
+      problems+=("rank $r does not name rank $victim: ${line:0:400}")
+    grep -q "stall report" <<<"$line" || problems+=("rank $r printed no stall report")
+  done
+  leaked=$(grep -l "COLLKIT_TRIAL_MARK=$mark" /proc/[0-9]*/environ 2>/dev/null | wc -l)
+  [ "$leaked" -eq 0 ] || problems+=("$leaked processes left behind")
+  if [ "${#problems[@]}" -eq 0 ]; then
+    pass=$((pass + 1))
+    echo "trial $trial: $algo: killed rank $victim; all survivors failed naming it, launcher exit $code after ${took}s: ok"
+  else
+    fail=$((fail + 1))
+    echo "trial $trial: $algo: killed rank $victim: FAILED after ${took}s"
+    printf '    %s\n' "${problems[@]}"
+    sed 's/^/    | /' "$err" | cut -c1-600
+  fi
+done
+echo "kill trials: $pass passed, $fail failed, $missed not counted (run ended before the kill), of $TRIALS"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,77 @@
+package transport
+
+import (
+	"fmt"
+	"time"
+)
+
+// CollAbort marks an abort notice: a message a rank sends every peer when it
+// gives up on the job, whose payload says why. A receiver that finds one
+// where it expected a message returns an *AbortError instead of waiting.
+const CollAbort Coll = 0xff
+
+// MaxAbortReason bounds the reason an abort notice carries, in bytes.
+const MaxAbortReason = 1024
+
+// AbortError is returned by Recv when the peer sent an abort notice: it
+// gave up on the job (an error of its own, or a peer it saw die) and says
+// why. It matches ErrPeerGone.
+type AbortError struct {
+	Rank   int    // the rank that aborted
+	Reason string // what it said
+}
+
+func (e *AbortError) Error() string {
+	return fmt.Sprintf("rank %d aborted: %s", e.Rank, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrPeerGone) true.
+func (e *AbortError) Is(target error) bool { return target == ErrPeerGone }
+
+// Aborter is implemented by transports that can tell every peer why this
+// rank gives up. Abort sends each reachable peer an abort notice carrying
+// reason (truncated to MaxAbortReason bytes), without blocking for long on
+// any, and then closes the transport. It must not run concurrently with Send.
+type Aborter interface {
+	Abort(reason string) error
+}
+
+// Prober is implemented by transports that can tell, without blocking,
+// which peers have died: their connections were closed by the other side
+// without an abort notice, as when a process exits or is killed. Call it
+// before Close or Abort.
+type Prober interface {
+	Dead() []int
+}
+
+// Wait is one operation a rank was waiting on: a Send or Recv in progress,
+// or one that ended in an error.
+type Wait struct {
+	Peer   int
+	Op     string // "send" or "recv"
+	Header Header // what the operation was (Seq, Coll, Step, Len, ...)
+	Since  time.Time
+	Waited time.Duration // from Since to the report
+	Failed bool          // it ended in an error rather than being still in progress
+}
+
+func (w Wait) String() string {
+	state := "in progress"
+	if w.Failed {
+		state = "failed"
+	}
+	dir := "recv from"
+	if w.Op == "send" {
+		dir = "send to"
+	}
+	return fmt.Sprintf("%s rank %d (%s #%d step %d, %d bytes, %s after %v)", dir, w.Peer, w.Header.Coll,
+		w.Header.Seq, w.Header.Step, w.Header.Len, state, w.Waited.Round(time.Millisecond))
+}
+
+// WaitReporter is implemented by transports that record, cheaply, what each
+// Send and Recv is waiting on, for stall reports. Waits lists the
+// operations in progress and those that ended in an error since, oldest
+// first.
+type WaitReporter interface {
+	Waits() []Wait
+}

@@ -1,0 +1,264 @@
+package tcp
+
+import (
+	"encoding/binary"
+	"errors"
+	"runtime"
+	"slices"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/collkit/collkit/reduce"
+	"github.com/collkit/collkit/transport"
+)
+
+var (
+	_ transport.Aborter      = (*Transport)(nil)
+	_ transport.Prober       = (*Transport)(nil)
+	_ transport.WaitReporter = (*Transport)(nil)
+)
+
+// waitSlot records the Send or the Recv in progress with one peer, for
+// stall reports: a few atomic stores per operation, no allocation. Only
+// one goroutine at a time sends to (or receives from) a peer, so each slot
+// has one writer.
+type waitSlot struct {
+	since  atomic.Int64  // unix nanoseconds; 0: idle
+	failed atomic.Bool   // the operation ended in an error
+	seq    atomic.Uint64 // header fields
+	count  atomic.Uint64
+	meta   atomic.Uint64 // coll | algo<<8 | dtype<<16 | op<<24 | root<<32
+	step   atomic.Uint64 // step | len<<32
+}
+
+func (w *waitSlot) begin(h transport.Header) {
+	w.seq.Store(h.Seq)
+	w.count.Store(h.Count)
+	w.meta.Store(uint64(h.Coll) | uint64(h.Algo)<<8 | uint64(h.DType)<<16 | uint64(h.Op)<<24 | uint64(uint32(h.Root))<<32)
+	w.step.Store(uint64(h.Step) | uint64(h.Len)<<32)
+	w.failed.Store(false)
+	w.since.Store(time.Now().UnixNano())
+}
+
+// end clears the slot after success and keeps it, marked failed, after an
+// error.
+func (w *waitSlot) end(err error) {
+	if err != nil {
+		w.failed.Store(true)
+		return
+	}
+	w.since.Store(0)
+}
+
+func (w *waitSlot) snapshot(peer int, op string, now time.Time) (transport.Wait, bool) {
+	since := w.since.Load()
+	if since == 0 {
+		return transport.Wait{}, false
+	}
+	meta, step := w.meta.Load(), w.step.Load()
+	t := time.Unix(0, since)
+	return transport.Wait{
+		Peer: peer, Op: op, Since: t, Waited: now.Sub(t), Failed: w.failed.Load(),
+		Header: transport.Header{
+			Seq: w.seq.Load(), Count: w.count.Load(),
+			Coll: transport.Coll(meta), Algo: uint8(meta >> 8), DType: reduce.DType(meta >> 16), Op: reduce.Op(meta >> 24),
+			Root: int32(uint32(meta >> 32)), Step: uint32(step), Len: uint32(step >> 32),
+		},
+	}, true
+}
+
+// Waits lists the Sends and Recvs in progress, and those that ended in an
+// error, oldest first.
+func (t *Transport) Waits() []transport.Wait {
+	if !t.connected.Load() {
+		return nil
+	}
+	now := time.Now()
+	var ws []transport.Wait
+	for _, pr := range t.peers {
+		if pr == nil {
+			continue
+		}
+		if w, ok := pr.sendWait.snapshot(pr.rank, "send", now); ok {
+			ws = append(ws, w)
+		}
+		if w, ok := pr.recvWait.snapshot(pr.rank, "recv", now); ok {
+			ws = append(ws, w)
+		}
+	}
+	slices.SortStableFunc(ws, func(a, b transport.Wait) int { return a.Since.Compare(b.Since) })
+	return ws
+}
+
+// Abort sends every peer whose connection is still in step an abort notice
+// with reason on each stream, giving each at most a second, and then
+// closes the transport. Peers receiving from this rank get a
+// *transport.AbortError that quotes reason instead of a bare "connection
+// lost".
+func (t *Transport) Abort(reason string) error {
+	if t.connected.Load() && !t.closed.Load() {
+		dl := time.Now().Add(time.Second)
+		var sent []*stream
+		for _, pr := range t.peers {
+			if pr == nil || pr.broken.Load() {
+				continue
+			}
+			// On every stream: a peer receiving the pieces of a message
+			// reads them all, and whichever stream it reads must carry the
+			// reason rather than a bare hang-up.
+			for _, s := range pr.streams {
+				if s.notify(reason, dl) {
+					sent = append(sent, s)
+				}
+			}
+		}
+		// Closing a socket with unread input resets the connection and
+		// drops what it has not sent yet: give the notices up to half a
+		// second to be acknowledged first.
+		linger := time.Now().Add(500 * time.Millisecond)
+		for _, s := range sent {
+			for s.unsent() > 0 && time.Now().Before(linger) {
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}
+	return t.Close()
+}
+
+// Dead lists the peers that died: their connections were closed by the
+// other side without an abort notice, as the kernel does when a process
+// exits or is killed. It peeks at the sockets without reading or blocking.
+func (t *Transport) Dead() []int {
+	if !t.connected.Load() {
+		return nil
+	}
+	var dead []int
+	for _, pr := range t.peers {
+		if pr == nil {
+			continue
+		}
+		if pr.dead.Load() {
+			dead = append(dead, pr.rank)
+			continue
+		}
+		if pr.broken.Load() {
+			continue // closed here; nothing left to look at
+		}
+		// Dead when some stream ended and none carries a notice: an
+		// aborting peer sends its notice on one stream and closes them all.
+		died := false
+		for _, s := range pr.streams {
+			st, _ := s.peek()
+			if st == peerAborted {
+				died = false
+				break
+			}
+			died = died || st == peerDied
+		}
+		if died {
+			dead = append(dead, pr.rank)
+		}
+	}
+	return dead
+}
+
+type peerState int
+
+const (
+	peerAlive   peerState = iota // nothing to read, or data that is not a notice
+	peerDied                     // closed by the other side with nothing left unread
+	peerAborted                  // an abort notice is waiting to be read
+)
+
+// peek looks at the unread bytes of s without consuming them. For an abort
+// notice it returns the reason.
+func (s *stream) peek() (peerState, string) {
+	if s.raw == nil {
+		return peerAlive, ""
+	}
+	var buf [transport.HeaderSize + transport.MaxAbortReason]byte
+	state, reason := peerAlive, ""
+	// A notice may still be arriving: look again, briefly, until its
+	// reason is whole.
+	for giveUp := time.Now().Add(100 * time.Millisecond); ; runtime.Gosched() {
+		partial := false
+		state, reason = peerAlive, ""
+		err := s.raw.Control(func(fd uintptr) {
+			n, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+			switch {
+			case n == 0 && err == nil, err == syscall.ECONNRESET:
+				state = peerDied
+			case n >= transport.HeaderSize:
+				h, derr := transport.Decode(buf[:n])
+				if derr == nil && h.Coll == transport.CollAbort {
+					state = peerAborted
+					end := transport.HeaderSize + min(int(h.Len), transport.MaxAbortReason)
+					reason = string(buf[transport.HeaderSize:min(n, end)])
+					partial = n < end
+				}
+			}
+		})
+		if err != nil {
+			return peerAlive, ""
+		}
+		if !partial || time.Now().After(giveUp) {
+			return state, reason
+		}
+	}
+}
+
+// classifyGone is called when the connection to pr ended under an
+// operation: an abort notice still unread on any stream turns the error
+// into the peer's own reason; otherwise pr died.
+func (pr *peer) classifyGone() *transport.AbortError {
+	for _, s := range pr.streams {
+		if st, reason := s.peek(); st == peerAborted {
+			return &transport.AbortError{Rank: pr.rank, Reason: reason}
+		}
+	}
+	pr.dead.Store(true)
+	return nil
+}
+
+// readAbort reads the rest of an abort notice whose header h is in b, with
+// the first got bytes of b read, and returns the peer's error.
+func (s *stream) readAbort(peer int, h transport.Header, b []byte, got int) error {
+	if h.Len > transport.MaxAbortReason {
+		return errors.Join(transport.ErrBadFrame, errors.New("abort notice too long"))
+	}
+	want := transport.HeaderSize + int(h.Len)
+	var buf [transport.HeaderSize + transport.MaxAbortReason]byte
+	n := copy(buf[:], b[:min(got, want)])
+	for n < want {
+		m, err := s.conn.Read(buf[n:want])
+		n += m
+		if err != nil {
+			break
+		}
+	}
+	return &transport.AbortError{Rank: peer, Reason: string(buf[transport.HeaderSize:n])}
+}
+
+// errNotice tells stream.recv that an abort notice arrived in place of the
+// message; it then reads the notice.
+var errNotice = errors.New("abort notice")
+
+// isAbortHeader reports whether b starts with the header of an abort notice.
+func isAbortHeader(b []byte) (transport.Header, bool) {
+	if len(b) < transport.HeaderSize || binary.LittleEndian.Uint16(b) != 0xC011 {
+		return transport.Header{}, false
+	}
+	h, err := transport.Decode(b)
+	return h, err == nil && h.Coll == transport.CollAbort
+}
+
+// breakOff closes pr's connections after a hard error on one piece of a
+// message, first noting whether the peer died: once the sockets are closed
+// here, nothing is left to look at.
+func (pr *peer) breakOff(err error) {
+	if peerGone(err) {
+		pr.classifyGone()
+	}
+	pr.closeConns()
+}

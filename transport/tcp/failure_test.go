@@ -1,0 +1,105 @@
+package tcp
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/collkit/collkit/transport"
+)
+
+// An aborting rank's reason reaches a peer receiving from it and a peer
+// blocked sending to it.
+func TestAbortNoticeReachesPeers(t *testing.T) {
+	ts := newWorld(t, 3, nil, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	recvErr := make(chan error, 1)
+	go func() { recvErr <- ts[1].Recv(ctx, 0, hdr(3), make([]byte, 100)) }()
+	sendErr := make(chan error, 1)
+	// Far more than the socket buffers hold, so the send blocks until rank 0 goes.
+	go func() { sendErr <- ts[2].Send(ctx, 0, hdr(3), make([]byte, 64<<20)) }()
+	// Wait until both operations are under way, as the stall record shows.
+	for len(ts[1].Waits()) == 0 || len(ts[2].Waits()) == 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("operations never started")
+		default:
+		}
+	}
+	if err := ts[0].Abort("rank 0 saw something it did not like"); err != nil {
+		t.Fatal(err)
+	}
+	for name, ch := range map[string]chan error{"receiver": recvErr, "sender": sendErr} {
+		err := <-ch
+		var ae *transport.AbortError
+		if !errors.As(err, &ae) || ae.Rank != 0 || !strings.Contains(ae.Reason, "did not like") || !errors.Is(err, transport.ErrPeerGone) {
+			t.Errorf("%s: got %v, want the abort notice of rank 0", name, err)
+		}
+	}
+	for r := 1; r < 3; r++ {
+		if d := ts[r].Dead(); len(d) != 0 {
+			t.Errorf("rank %d counts %v as dead; rank 0 aborted and said so", r, d)
+		}
+	}
+}
+
+// A rank whose connections close without a notice (a killed process) is
+// reported dead, and the stall record says what was waiting on it.
+func TestDeadPeerAndWaits(t *testing.T) {
+	ts := newWorld(t, 3, nil, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ts[2].Close()
+	h := hdr(7)
+	h.Seq, h.Coll = 42, transport.CollAllReduce
+	err := ts[0].Recv(ctx, 2, h, make([]byte, 10))
+	if !errors.Is(err, transport.ErrPeerGone) || !strings.Contains(err.Error(), "without an abort notice") {
+		t.Fatalf("Recv from a dead rank = %v", err)
+	}
+	if d := ts[0].Dead(); !slices.Equal(d, []int{2}) {
+		t.Errorf("Dead() = %v, want [2]", d)
+	}
+	ws := ts[0].Waits()
+	if len(ws) != 1 || ws[0].Peer != 2 || ws[0].Op != "recv" || !ws[0].Failed || ws[0].Header.Seq != 42 || ws[0].Header.Step != 7 {
+		t.Fatalf("Waits() = %+v, want the failed recv from rank 2 at seq 42 step 7", ws)
+	}
+	if s := ws[0].String(); !strings.Contains(s, "recv from rank 2 (allreduce #42 step 7") {
+		t.Errorf("wait reads %q", s)
+	}
+	// A successful operation leaves no record.
+	go ts[1].Send(ctx, 0, hdr(1), []byte("x"))
+	if err := ts[0].Recv(ctx, 1, hdr(1), make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if ws := ts[0].Waits(); len(ws) != 1 {
+		t.Errorf("after a good recv Waits() = %+v, want only the failed one", ws)
+	}
+}
+
+// A rank that receives a mismatched message tells the sender why.
+func TestMismatchNotice(t *testing.T) {
+	ts := newWorld(t, 2, nil, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		if err := ts[0].Send(ctx, 1, hdr(0), make([]byte, 8)); err != nil {
+			errc <- err
+			return
+		}
+		errc <- ts[0].Recv(ctx, 1, hdr(1), make([]byte, 8))
+	}()
+	err := ts[1].Recv(ctx, 0, hdr(0), make([]byte, 16))
+	if !errors.Is(err, transport.ErrMismatch) {
+		t.Fatalf("receiver: %v, want a mismatch", err)
+	}
+	err = <-errc
+	var ae *transport.AbortError
+	if !errors.As(err, &ae) || ae.Rank != 1 || !strings.Contains(ae.Reason, "does not match") {
+		t.Fatalf("sender: %v, want rank 1's notice about the mismatch", err)
+	}
+}
