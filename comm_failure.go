@@ -1,7 +1,6 @@
 package collkit
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -90,24 +89,4 @@ func (c *Comm) abort(fe *FailureError) {
 			ranks(fe.Dead), c.Rank(), c.Rank(), reason)
 	}
 	a.Abort(reason)
-}
-
-// guard runs one collective described by h (its Seq is filled in) the way
-// AllReduce does: one at a time, under the communicator's timeout, and
-// failing the communicator with a diagnosis when fn fails.
-func (c *Comm) guard(ctx context.Context, h transport.Header, fn func(ctx context.Context, h transport.Header) error) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.usable(); err != nil {
-		return err
-	}
-	h.Seq = c.seq
-	c.seq++
-	ctx, cancel := c.withTimeout(ctx)
-	defer cancel()
-	if err := fn(ctx, h); err != nil {
-		return c.fail(fmt.Errorf("collkit: rank %d: %v #%d (%d x %v, root %d): %w",
-			c.Rank(), h.Coll, h.Seq, h.Count, h.DType, h.Root, explain(ctx, err)))
-	}
-	return nil
 }

@@ -15,7 +15,6 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/collkit/collkit/algo/ring"
 	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
 	"github.com/collkit/collkit/transport/tcp"
@@ -76,13 +75,14 @@ func TestMismatchEveryKindOverTCP(t *testing.T) {
 			return c.AllReduce(context.Background(), dt, op, buf, buf)
 		}
 	}
+	// Above DefaultTreeBytes broadcast runs the pipelined chain, whose every
+	// link carries the root in its header. (The binomial tree below it
+	// cannot see a root mismatch: the odd rank waits for a parent that never
+	// sends, and every rank fails at the timeout with a stall report.)
 	broadcast := func(root int) func(c *Comm) error {
 		return func(c *Comm) error {
-			buf := make([]byte, count*4)
-			h := transport.Header{Count: count, Root: int32(root), Coll: transport.CollBroadcast, DType: Float32}
-			return c.guard(context.Background(), h, func(ctx context.Context, h transport.Header) error {
-				return ring.Broadcast(ctx, c.t, h, buf, root)
-			})
+			buf := make([]byte, 2*DefaultTreeBytes)
+			return c.Broadcast(context.Background(), Float32, buf, root)
 		}
 	}
 	cases := []struct {
@@ -266,4 +266,42 @@ func killTrial(t *testing.T, n, victim, at int, algo string, elems int, timeout 
 		return errors.New(strings.Join(bad, "\n"))
 	}
 	return nil
+}
+
+// The binomial broadcast cannot see a root mismatch in a header (the odd
+// rank waits for a parent that never sends), but it must not hang: every
+// rank fails within the timeout, with a stall report saying whom it waited
+// on, or learns of the failure at its next collective.
+func TestBinomialRootMismatchFailsWithinTimeout(t *testing.T) {
+	const n, timeout = 4, 2 * time.Second
+	cs := tcpComms(t, n, Options{Timeout: timeout})
+	start := time.Now()
+	errs := onEvery(cs, func(r int, c *Comm) error {
+		root := 0
+		if r == 2 {
+			root = 1
+		}
+		buf := make([]byte, 4000)
+		if err := c.Broadcast(context.Background(), Float32, buf, root); err != nil {
+			return err
+		}
+		return c.Barrier(context.Background())
+	})
+	if d := time.Since(start); d > 3*timeout {
+		t.Errorf("took %v, want about the timeout %v", d, timeout)
+	}
+	reported := false
+	for r, err := range errs {
+		if err == nil {
+			t.Errorf("rank %d: no error", r)
+			continue
+		}
+		var fe *FailureError
+		if errors.As(err, &fe) && strings.Contains(fe.StallReport(), "waiting on") {
+			reported = true
+		}
+	}
+	if !reported {
+		t.Errorf("no rank's error has a stall report: %v", errs)
+	}
 }
