@@ -47,7 +47,7 @@ type Config struct {
 // Measurement is one timed run (out-of-place or in-place) at one size.
 // Every per-iteration figure is the slowest rank's time for that iteration.
 type Measurement struct {
-	TimeUS float64 `json:"time_us"`   // mean over iterations of the slowest rank's time
+	TimeUS float64 `json:"time_us"`   // the slowest rank's mean time per iteration
 	AlgBW  float64 `json:"algbw_gbs"` // bytes / time, GB/s (1e9)
 	BusBW  float64 `json:"busbw_gbs"` // algbw x the collective's bus factor
 	Wrong  int64   `json:"wrong"`     // wrong elements, summed over ranks and check iterations

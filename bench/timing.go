@@ -85,13 +85,24 @@ func measure(ctx context.Context, c *collkit.Comm, cfg Config, op func() error) 
 	if err != nil {
 		return Measurement{}, err
 	}
-	// One collective at the end makes each iteration's time the slowest
-	// rank's time for that iteration, without disturbing the timed loop.
+	// One collective at the end, not disturbing the timed loop, makes each
+	// iteration's time the slowest rank's time for that iteration, and the
+	// extra last element the slowest rank's mean: the time column, computed
+	// as nccl-tests and the MPI benchmarks do (each rank's mean over the
+	// run, then the maximum over ranks). The mean of the per-iteration
+	// maxima would be larger whenever ranks stall at different iterations.
+	n := len(us)
+	var sum float64
+	for _, v := range us {
+		sum += v
+	}
+	us = append(us, sum/float64(max(n, 1)))
 	if err := collkit.AllReduce(ctx, c, us, us, collkit.Max); err != nil {
 		return Measurement{}, err
 	}
 	var m Measurement
-	m.Stats, m.TimeUS = Summarize(us, cfg.KeepSamples)
+	m.Stats, _ = Summarize(us[:n], cfg.KeepSamples)
+	m.TimeUS = us[n]
 	return m, nil
 }
 

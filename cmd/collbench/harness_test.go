@@ -82,7 +82,10 @@ func TestMatrixOutputsAndGate(t *testing.T) {
 		t.Fatalf("%d reports, environment %+v, settings %v", len(f.Reports), f.Environment, f.Reports[0].TransportSettings)
 	}
 	for _, r := range f.Reports {
-		if len(r.Rows) != 3 || r.FitLatencyUS == 0 && r.FitBusBW == 0 || r.BestLatencyUS <= 0 {
+		// The fit itself is checked on exact data in bench; here, three
+		// latency-bound sizes on a busy machine may not fit a line, which
+		// the summary reports as zeros, never as negative terms.
+		if len(r.Rows) != 3 || r.FitLatencyUS < 0 || r.FitBusBW < 0 || r.BestLatencyUS <= 0 {
 			t.Errorf("%s: %d rows, summary %+v", r.Label(), len(r.Rows), r.Summary)
 		}
 		for _, row := range r.Rows {
