@@ -5,35 +5,20 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/collkit/collkit"
+	"github.com/collkit/collkit/algo/algotest"
 	"github.com/collkit/collkit/bench"
 	"github.com/collkit/collkit/transport"
-	"github.com/collkit/collkit/transport/mem"
-	"github.com/collkit/collkit/transport/tcp"
 )
 
 // world connects n ranks in this process over the named transport.
 func world(b *testing.B, name string, n int) []transport.Transport {
 	switch name {
 	case "mem":
-		net := mem.NewNetwork(n, mem.Config{})
-		b.Cleanup(func() { net.Close() })
-		return net.Transports()
+		return algotest.MemWorld(b, n)
 	case "tcp":
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		ts, err := tcp.Local(ctx, n, tcp.Config{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		out := make([]transport.Transport, n)
-		for i, t := range ts {
-			b.Cleanup(func() { t.Close() })
-			out[i] = t
-		}
-		return out
+		return algotest.TCPWorld(b, n)
 	}
 	b.Fatalf("unknown transport %q", name)
 	return nil

@@ -17,6 +17,7 @@
 // not in a polling loop.
 //
 // MemStore is the same Store inside one process, for tests and for ranks run
-// as goroutines. Exchange and Barrier build the usual "every rank publishes,
+// as goroutines. ConnectLocal connects a whole job of a transport's ranks
+// through one, as goroutines of this process. Exchange and Barrier build the usual "every rank publishes,
 // then reads everyone's" step on any Store.
 package bootstrap

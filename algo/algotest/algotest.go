@@ -2,6 +2,7 @@ package algotest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -110,4 +111,23 @@ func runOne(fn AllReduceFunc, ts []transport.Transport, seq uint64, dt reduce.DT
 		}
 	}
 	return nil
+}
+
+// OnEveryRank runs fn on every rank of ts at once and returns every rank's
+// error, naming the rank; a failing rank cancels the others' ctx.
+func OnEveryRank(ts []transport.Transport, fn func(ctx context.Context, r int, t transport.Transport) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	errs := make([]error, len(ts))
+	var wg sync.WaitGroup
+	for r, tr := range ts {
+		wg.Go(func() {
+			if err := fn(ctx, r, tr); err != nil {
+				errs[r] = fmt.Errorf("rank %d: %w", r, err)
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }

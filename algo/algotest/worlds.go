@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
@@ -12,6 +11,7 @@ import (
 	"github.com/collkit/collkit/transport/rdma"
 	"github.com/collkit/collkit/transport/shm"
 	"github.com/collkit/collkit/transport/tcp"
+	"github.com/collkit/collkit/transport/transporttest"
 )
 
 // MemWorld is a World over a fresh in-memory network.
@@ -26,20 +26,9 @@ func TCPWorld(t testing.TB, n int) []transport.Transport { return TCPWorldWith(t
 
 // TCPWorldWith is TCPWorld with cfg (its Rank and Size are ignored).
 func TCPWorldWith(cfg tcp.Config) World {
-	return func(t testing.TB, n int) []transport.Transport {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		ts, err := tcp.Local(ctx, n, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := make([]transport.Transport, n)
-		for i, tr := range ts {
-			t.Cleanup(func() { tr.Close() })
-			out[i] = tr
-		}
-		return out
-	}
+	return World(transporttest.LocalWorld(func(ctx context.Context, n int) ([]*tcp.Transport, error) {
+		return tcp.Local(ctx, n, cfg)
+	}))
 }
 
 // ShmWorld is a World of n ranks in this process over shared memory.
@@ -47,20 +36,9 @@ func ShmWorld(t testing.TB, n int) []transport.Transport { return ShmWorldWith(s
 
 // ShmWorldWith is ShmWorld with cfg (its Rank and Size are ignored).
 func ShmWorldWith(cfg shm.Config) World {
-	return func(t testing.TB, n int) []transport.Transport {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		ts, err := shm.Local(ctx, n, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := make([]transport.Transport, n)
-		for i, tr := range ts {
-			t.Cleanup(func() { tr.Close() })
-			out[i] = tr
-		}
-		return out
-	}
+	return World(transporttest.LocalWorld(func(ctx context.Context, n int) ([]*shm.Transport, error) {
+		return shm.Local(ctx, n, cfg)
+	}))
 }
 
 // Native is the AllReduceFunc of a transport's native all-reduce

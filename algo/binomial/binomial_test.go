@@ -2,12 +2,9 @@ package binomial_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/collkit/collkit/algo/algotest"
 	"github.com/collkit/collkit/algo/binomial"
@@ -15,23 +12,6 @@ import (
 	"github.com/collkit/collkit/transport"
 	"github.com/collkit/collkit/verify"
 )
-
-func onEveryRank(ts []transport.Transport, fn func(ctx context.Context, r int, t transport.Transport) error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	errs := make([]error, len(ts))
-	var wg sync.WaitGroup
-	for r, tr := range ts {
-		wg.Go(func() {
-			if err := fn(ctx, r, tr); err != nil {
-				errs[r] = fmt.Errorf("rank %d: %w", r, err)
-				cancel()
-			}
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
 
 func fill(dt reduce.DType, op reduce.Op, count int, seed uint64, rank int) []byte {
 	b := make([]byte, count*dt.Size())
@@ -61,7 +41,7 @@ func testTree(t *testing.T, world algotest.World, sizes, counts []int) {
 					seq++
 					es := dt.Size()
 					h := transport.Header{Seq: seq, Count: uint64(count), DType: dt, Op: op}
-					err := onEveryRank(ts, func(ctx context.Context, r int, tr transport.Transport) error {
+					err := algotest.OnEveryRank(ts, func(ctx context.Context, r int, tr transport.Transport) error {
 						// Broadcast.
 						want := fill(dt, op, count, seq, root)
 						buf := poisoned(len(want))

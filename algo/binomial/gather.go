@@ -14,31 +14,14 @@ import (
 // subtree's blocks (contiguous in root-relative order) and sends them to its
 // parent in one message, so the root receives ceil(log2 n) messages.
 func Gather(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte, root int) error {
-	tr, err := newTree("gather", t, root)
+	bs := len(send)
+	tr, st, err := newSubtree("gather", t, root, recv, "recv", "send", bs)
 	if err != nil {
 		return err
 	}
-	bs := len(send)
-	if tr.v == 0 && len(recv) != tr.n*bs {
-		return fmt.Errorf("binomial: gather: root %d: recv is %d bytes but %d ranks send %d bytes each (%d bytes)", root, len(recv), tr.n, bs, tr.n*bs)
-	}
+	defer st.release()
 	h.Root = int32(root)
-	kids, sizes := tr.children()
-	mine := 1
-	for _, s := range sizes {
-		mine += s
-	}
-	// buf holds blocks v .. v+mine-1 in root-relative order. The root of
-	// rank 0 can gather straight into recv.
-	var buf []byte
-	switch {
-	case tr.v == 0 && root == 0:
-		buf = recv
-	default:
-		b := pipeline.Stage(mine * bs)
-		defer pipeline.Release(b)
-		buf = *b
-	}
+	kids, sizes, buf := st.kids, st.sizes, st.buf
 	copy(buf[:bs], send)
 	for i := len(kids) - 1; i >= 0; i-- {
 		lo := (kids[i] - tr.v) * bs
@@ -66,29 +49,14 @@ func Gather(ctx context.Context, t transport.Transport, h transport.Header, send
 // subtree's blocks from its parent in one message and passes each child its
 // part.
 func Scatter(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte, root int) error {
-	tr, err := newTree("scatter", t, root)
+	bs := len(recv)
+	tr, st, err := newSubtree("scatter", t, root, send, "send", "receive", bs)
 	if err != nil {
 		return err
 	}
-	bs := len(recv)
-	if tr.v == 0 && len(send) != tr.n*bs {
-		return fmt.Errorf("binomial: scatter: root %d: send is %d bytes but %d ranks receive %d bytes each (%d bytes)", root, len(send), tr.n, bs, tr.n*bs)
-	}
+	defer st.release()
 	h.Root = int32(root)
-	kids, sizes := tr.children()
-	mine := 1
-	for _, s := range sizes {
-		mine += s
-	}
-	var buf []byte
-	switch {
-	case tr.v == 0 && root == 0:
-		buf = send
-	default:
-		b := pipeline.Stage(mine * bs)
-		defer pipeline.Release(b)
-		buf = *b
-	}
+	kids, sizes, buf := st.kids, st.sizes, st.buf
 	if tr.v == 0 && root != 0 {
 		copy(buf, send[root*bs:])
 		copy(buf[(tr.n-root)*bs:], send[:root*bs])
@@ -108,4 +76,48 @@ func Scatter(ctx context.Context, t transport.Transport, h transport.Header, sen
 		copy(recv, buf[:bs])
 	}
 	return nil
+}
+
+// subtree is what one rank of a gather or scatter holds: its children
+// (relative ranks, last round first) with the sizes of their subtrees, and
+// buf, the blocks of its own subtree, v .. v+mine-1 in root-relative order.
+type subtree struct {
+	kids, sizes []int
+	buf         []byte
+	stage       *[]byte // buf's pooled storage; nil when buf is the root's own
+}
+
+// newSubtree checks the arguments of a gather or scatter (coll) whose root
+// holds full, n blocks of bs bytes (fullName; the other ranks verb bs bytes
+// each) and returns rank t.Rank()'s tree and subtree. When rank 0 is the
+// root, buf is full itself, so that nothing is copied there. Give buf back
+// with release.
+func newSubtree(coll string, t transport.Transport, root int, full []byte, fullName, verb string, bs int) (tree, subtree, error) {
+	tr, err := newTree(coll, t, root)
+	if err != nil {
+		return tree{}, subtree{}, err
+	}
+	if tr.v == 0 && len(full) != tr.n*bs {
+		return tree{}, subtree{}, fmt.Errorf("binomial: %s: root %d: %s is %d bytes but %d ranks %s %d bytes each (%d bytes)",
+			coll, root, fullName, len(full), tr.n, verb, bs, tr.n*bs)
+	}
+	var st subtree
+	st.kids, st.sizes = tr.children()
+	if tr.v == 0 && root == 0 {
+		st.buf = full
+		return tr, st, nil
+	}
+	mine := 1
+	for _, s := range st.sizes {
+		mine += s
+	}
+	st.stage = pipeline.Stage(mine * bs)
+	st.buf = *st.stage
+	return tr, st, nil
+}
+
+func (st subtree) release() {
+	if st.stage != nil {
+		pipeline.Release(st.stage)
+	}
 }

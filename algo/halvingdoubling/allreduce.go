@@ -75,39 +75,21 @@ func AllReduce(ctx context.Context, t transport.Transport, h transport.Header, s
 // Every rank ends with the same bits.
 func (c Config) AllReduce(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte) error {
 	n, r := t.Size(), t.Rank()
-	es := h.DType.Size()
-	if es == 0 || !h.Op.Valid() {
-		return fmt.Errorf("halvingdoubling: invalid dtype %v or op %v", h.DType, h.Op)
+	es, err := pipeline.CheckAllReduce(h, send, recv)
+	if err != nil {
+		return fmt.Errorf("halvingdoubling: %w", err)
 	}
-	if len(send) != len(recv) || len(send)%es != 0 {
-		return fmt.Errorf("halvingdoubling: send is %d bytes and recv %d bytes; both must be the same multiple of %d (%v)",
-			len(send), len(recv), es, h.DType)
-	}
-	if n == 1 || len(send) == 0 {
-		if !pipeline.SameBuffer(send, recv) {
-			copy(recv, send)
-		}
-		reduce.Finish(h.DType, h.Op, recv, n)
+	if pipeline.AllReduceAlone(n, h, send, recv) {
 		return nil
 	}
-	seg := c.SegmentBytes
-	if seg <= 0 {
-		seg = DefaultSegmentBytes
-	}
-	seg -= seg % es
-	if seg == 0 {
-		seg = es
-	}
+	seg := pipeline.SegmentBytes(c.SegmentBytes, DefaultSegmentBytes, es)
 	p := 1 << (bits.Len(uint(n)) - 1)
 	o := allReduce{
 		t: t, h: h, n: n, rank: r, es: es, seg: seg, send: send, recv: recv,
 		p: p, rem: n - p, doubling: len(send) <= c.doublingMaxBytes(),
 	}
-	// Each peer gets at most len(send) bytes from one all-reduce, and may
-	// still hold as much from the previous one, so twice that must fit.
-	if b, ok := t.(transport.Buffered); ok && len(send) <= c.eagerBytes() && 2*len(send) <= b.SendBuffer() {
-		o.eager = true
-	}
+	// Each peer gets at most len(send) bytes from one all-reduce.
+	o.eager = pipeline.Eager(t, len(send), c.eagerBytes())
 	return o.run(ctx)
 }
 

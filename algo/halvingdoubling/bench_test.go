@@ -1,16 +1,12 @@
 package halvingdoubling_test
 
 import (
-	"context"
 	"fmt"
-	"sync"
 	"testing"
 
 	"github.com/collkit/collkit/algo/algotest"
 	"github.com/collkit/collkit/algo/halvingdoubling"
 	"github.com/collkit/collkit/algo/ring"
-	"github.com/collkit/collkit/reduce"
-	"github.com/collkit/collkit/transport"
 )
 
 // BenchmarkAllReduce times in-place float32 sum all-reduce between ranks of
@@ -47,39 +43,7 @@ func BenchmarkAllReduce(b *testing.B) {
 }
 
 func benchAllReduce(b *testing.B, world algotest.World, fn algotest.AllReduceFunc, n, size int) {
-	ts := world(b, n)
-	bufs := make([][]byte, n)
-	for r := range bufs {
-		bufs[r] = reduce.Bytes(make([]float32, size/4))
-	}
-	b.SetBytes(int64(size))
-	b.ResetTimer()
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r, t := range ts {
-		wg.Go(func() {
-			for i := range b.N {
-				h := transport.Header{Seq: uint64(i + 1), Count: uint64(size / 4), Root: -1,
-					Coll: transport.CollAllReduce, DType: reduce.Float32, Op: reduce.Sum}
-				if err := fn(context.Background(), t, h, bufs[r], bufs[r]); err != nil {
-					errs[r] = err
-					for _, t := range ts {
-						t.Close() // unblock the other ranks
-					}
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	b.StopTimer()
-	for _, err := range errs {
-		if err != nil {
-			b.Fatal(err)
-		}
-	}
-	sec := b.Elapsed().Seconds() / float64(b.N)
-	b.ReportMetric(float64(size)/sec/1e9*2*float64(n-1)/float64(n), "busbw-GB/s")
+	algotest.BenchAllReduce(b, world(b, n), fn, size)
 }
 
 // BenchmarkCrossover times the two sub-algorithms on the sizes around

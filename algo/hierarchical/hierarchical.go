@@ -146,13 +146,9 @@ func (c Config) topology(t transport.Transport) (topology, error) {
 // the result has the same bits as a flat all-reduce's.
 func (c Config) AllReduce(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte) error {
 	n, r := t.Size(), t.Rank()
-	es := h.DType.Size()
-	if es == 0 || !h.Op.Valid() {
-		return fmt.Errorf("hierarchical: invalid dtype %v or op %v", h.DType, h.Op)
-	}
-	if len(send) != len(recv) || len(send)%es != 0 {
-		return fmt.Errorf("hierarchical: send is %d bytes and recv %d bytes; both must be the same multiple of %d (%v)",
-			len(send), len(recv), es, h.DType)
+	es, err := pipeline.CheckAllReduce(h, send, recv)
+	if err != nil {
+		return fmt.Errorf("hierarchical: %w", err)
 	}
 	tp, err := c.topology(t)
 	if err != nil {

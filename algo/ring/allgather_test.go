@@ -46,7 +46,7 @@ func allGatherOnce(c ring.Config, ts []transport.Transport, seq uint64, dt reduc
 		verify.Fill(dt, reduce.Sum, want[lo:lo+counts[k]*es], seq, k)
 	}
 	h := transport.Header{Seq: seq, Count: uint64(total), Root: -1, Coll: transport.CollAllGather, DType: dt}
-	return onEveryRank(ts, func(ctx context.Context, r int, tr transport.Transport) error {
+	return algotest.OnEveryRank(ts, func(ctx context.Context, r int, tr transport.Transport) error {
 		recv := make([]byte, total*es)
 		for i := range recv {
 			recv[i] = 0xA5

@@ -52,35 +52,20 @@ func AllReduce(ctx context.Context, t transport.Transport, h transport.Header, s
 // and Len on each message.
 func (c Config) AllReduce(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte) error {
 	n, r := t.Size(), t.Rank()
-	es := h.DType.Size()
-	if es == 0 || !h.Op.Valid() {
-		return fmt.Errorf("ring: invalid dtype %v or op %v", h.DType, h.Op)
+	es, err := pipeline.CheckAllReduce(h, send, recv)
+	if err != nil {
+		return fmt.Errorf("ring: %w", err)
 	}
-	if len(send) != len(recv) || len(send)%es != 0 {
-		return fmt.Errorf("ring: send is %d bytes and recv %d bytes; both must be the same multiple of %d (%v)",
-			len(send), len(recv), es, h.DType)
-	}
-	if n == 1 || len(send) == 0 {
-		if !pipeline.SameBuffer(send, recv) {
-			copy(recv, send)
-		}
-		reduce.Finish(h.DType, h.Op, recv, n)
+	if pipeline.AllReduceAlone(n, h, send, recv) {
 		return nil
 	}
 	// Out of place needs no initial copy: every chunk of recv is written
 	// either by a reduce-scatter step (recv = send op incoming) or by the
 	// all-gather, so send is read exactly once.
 
-	seg := c.SegmentBytes
-	if seg <= 0 {
-		seg = DefaultSegmentBytes
-	}
-	seg -= seg % es
-	if seg == 0 {
-		seg = es
-	}
+	seg := pipeline.SegmentBytes(c.SegmentBytes, DefaultSegmentBytes, es)
 	p := plan{n: n, r: r, es: es, count: len(send) / es, seg: seg}
-	if b, ok := t.(transport.Buffered); ok && len(send) <= c.eagerBytes() && 2*len(send) <= b.SendBuffer() {
+	if pipeline.Eager(t, len(send), c.eagerBytes()) {
 		return p.sequential(ctx, t, h, send, recv)
 	}
 

@@ -36,7 +36,7 @@ func broadcastOnce(c ring.Config, ts []transport.Transport, seq uint64, root, le
 	want := make([]byte, length)
 	verify.Fill(reduce.Uint8, reduce.Sum, want, seq, root)
 	h := transport.Header{Seq: seq, Count: uint64(length), Coll: transport.CollBroadcast, DType: reduce.Uint8}
-	return onEveryRank(ts, func(ctx context.Context, r int, tr transport.Transport) error {
+	return algotest.OnEveryRank(ts, func(ctx context.Context, r int, tr transport.Transport) error {
 		buf := make([]byte, length)
 		if r == root {
 			copy(buf, want)
@@ -85,7 +85,7 @@ func TestBroadcastArguments(t *testing.T) {
 // passes between them.
 func TestBroadcastRootsDisagree(t *testing.T) {
 	ts := algotest.MemWorld(t, 3)
-	err := onEveryRank(ts, func(ctx context.Context, r int, tr transport.Transport) error {
+	err := algotest.OnEveryRank(ts, func(ctx context.Context, r int, tr transport.Transport) error {
 		root := 0
 		if r == 1 {
 			root = 2 // waits for rank 0, which sends as root 0

@@ -26,7 +26,7 @@ func testReduce(t *testing.T, c ring.Config, world algotest.World, sizes, counts
 						dt := reduce.DTypes[(root+ci)%len(reduce.DTypes)]
 						op := reduce.Ops[(root+ci+n)%len(reduce.Ops)]
 						h := transport.Header{Seq: seq, Count: uint64(count), Coll: transport.CollReduce, DType: dt, Op: op}
-						err := onEveryRank(ts, func(ctx context.Context, r int, tr transport.Transport) error {
+						err := algotest.OnEveryRank(ts, func(ctx context.Context, r int, tr transport.Transport) error {
 							send := make([]byte, count*dt.Size())
 							verify.Fill(dt, op, send, seq, r)
 							var recv []byte

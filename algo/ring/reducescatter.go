@@ -118,15 +118,7 @@ func offsets(coll string, n, r, es int, counts []int, whole, part int, wholeName
 // segBytes is the segment size in bytes, a whole number of elements of es
 // bytes.
 func (c Config) segBytes(es int) int {
-	seg := c.SegmentBytes
-	if seg <= 0 {
-		seg = DefaultSegmentBytes
-	}
-	seg -= seg % es
-	if seg == 0 {
-		seg = es
-	}
-	return seg
+	return pipeline.SegmentBytes(c.SegmentBytes, DefaultSegmentBytes, es)
 }
 
 // blockRing is the shape of a ring collective over uneven blocks, one per

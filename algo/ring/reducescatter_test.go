@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/collkit/collkit/algo/algotest"
 
@@ -16,25 +14,6 @@ import (
 	"github.com/collkit/collkit/transport"
 	"github.com/collkit/collkit/verify"
 )
-
-// onEveryRank runs fn on every rank at once and returns every rank's error;
-// a failing rank cancels the others.
-func onEveryRank(ts []transport.Transport, fn func(ctx context.Context, r int, t transport.Transport) error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	errs := make([]error, len(ts))
-	var wg sync.WaitGroup
-	for r, tr := range ts {
-		wg.Go(func() {
-			if err := fn(ctx, r, tr); err != nil {
-				errs[r] = fmt.Errorf("rank %d: %w", r, err)
-				cancel()
-			}
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
 
 // layouts are the per-rank element counts the block collectives are tested
 // with: even, uneven with zeros, one rank holding everything, blocks spanning
@@ -124,7 +103,7 @@ func reduceScatterOnce(c ring.Config, ts []transport.Transport, seq uint64, dt r
 	want := make([]byte, total*es)
 	verify.Expect(dt, op, want, seq, n)
 	h := transport.Header{Seq: seq, Count: uint64(total), Root: -1, Coll: transport.CollReduceScatter, DType: dt, Op: op}
-	return onEveryRank(ts, func(ctx context.Context, r int, tr transport.Transport) error {
+	return algotest.OnEveryRank(ts, func(ctx context.Context, r int, tr transport.Transport) error {
 		send := make([]byte, total*es)
 		verify.Fill(dt, op, send, seq, r)
 		orig := append([]byte(nil), send...)
@@ -203,7 +182,7 @@ func TestReduceScatterArguments(t *testing.T) {
 func TestReduceScatterCountsDisagree(t *testing.T) {
 	ts := algotest.MemWorld(t, 3)
 	h := transport.Header{Coll: transport.CollReduceScatter, DType: reduce.Int32, Op: reduce.Sum}
-	err := onEveryRank(ts, func(ctx context.Context, r int, tr transport.Transport) error {
+	err := algotest.OnEveryRank(ts, func(ctx context.Context, r int, tr transport.Transport) error {
 		counts := []int{2, 2, 2}
 		if r == 1 {
 			counts = []int{3, 2, 1}

@@ -54,31 +54,16 @@ func AllReduce(ctx context.Context, t transport.Transport, h transport.Header, s
 // the operation; the trees set Step and Len on each message.
 func (c Config) AllReduce(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte) error {
 	n, r := t.Size(), t.Rank()
-	es := h.DType.Size()
-	if es == 0 || !h.Op.Valid() {
-		return fmt.Errorf("tree: invalid dtype %v or op %v", h.DType, h.Op)
+	es, err := pipeline.CheckAllReduce(h, send, recv)
+	if err != nil {
+		return fmt.Errorf("tree: %w", err)
 	}
-	if len(send) != len(recv) || len(send)%es != 0 {
-		return fmt.Errorf("tree: send is %d bytes and recv %d bytes; both must be the same multiple of %d (%v)",
-			len(send), len(recv), es, h.DType)
-	}
-	if n == 1 || len(send) == 0 {
-		if !pipeline.SameBuffer(send, recv) {
-			copy(recv, send)
-		}
-		reduce.Finish(h.DType, h.Op, recv, n)
+	if pipeline.AllReduceAlone(n, h, send, recv) {
 		return nil
 	}
-	seg := c.SegmentBytes
-	if seg <= 0 {
-		seg = DefaultSegmentBytes
-	}
-	seg -= seg % es
-	if seg == 0 {
-		seg = es
-	}
+	seg := pipeline.SegmentBytes(c.SegmentBytes, DefaultSegmentBytes, es)
 	p := newPlan(n, r, es, len(send)/es, seg)
-	if b, ok := t.(transport.Buffered); ok && len(send) <= c.eagerBytes() && 2*len(send) <= b.SendBuffer() {
+	if pipeline.Eager(t, len(send), c.eagerBytes()) {
 		return p.sequential(ctx, t, h, send, recv)
 	}
 	return p.pipelined(ctx, t, h, send, recv)

@@ -32,13 +32,8 @@ type native struct {
 // call different operations get a *transport.MismatchError.
 func (t *Transport) AllReduce(ctx context.Context, h transport.Header, send, recv []byte) error {
 	n, r := t.cfg.Size, t.cfg.Rank
-	es := h.DType.Size()
-	if es == 0 || !h.Op.Valid() {
-		return fmt.Errorf("shm: rank %d: native all-reduce: invalid dtype %v or op %v", r, h.DType, h.Op)
-	}
-	if len(send) != len(recv) || len(send)%es != 0 {
-		return fmt.Errorf("shm: rank %d: native all-reduce: send is %d bytes and recv %d bytes; both must be the same multiple of %d (%v)",
-			r, len(send), len(recv), es, h.DType)
+	if _, err := pipeline.CheckAllReduce(h, send, recv); err != nil {
+		return fmt.Errorf("shm: rank %d: native all-reduce: %w", r, err)
 	}
 	if n == 1 {
 		if !pipeline.SameBuffer(send, recv) {

@@ -6,7 +6,6 @@ import (
 	"context"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/collkit/collkit/transport"
 	"github.com/collkit/collkit/transport/shm"
@@ -21,18 +20,9 @@ func world(cfg shm.Config) transporttest.World {
 		if cfg.Dir == "" {
 			cfg.Dir = testDir(t)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		ts, err := shm.Local(ctx, n, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := make([]transport.Transport, n)
-		for i, tr := range ts {
-			t.Cleanup(func() { tr.Close() })
-			out[i] = tr
-		}
-		return out
+		return transporttest.LocalWorld(func(ctx context.Context, n int) ([]*shm.Transport, error) {
+			return shm.Local(ctx, n, cfg)
+		})(t, n)
 	}
 }
 
