@@ -55,18 +55,9 @@ func Native(ctx context.Context, t transport.Transport, h transport.Header, send
 // with the UCX transports $UCX_TLS selects (tcp, sm, ...). It needs the rdma
 // build tag; without it the test fails with rdma.ErrNotBuilt.
 func RDMAWorld(t testing.TB, n int) []transport.Transport {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	ts, err := rdma.Local(ctx, n, rdma.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]transport.Transport, n)
-	for i, tr := range ts {
-		t.Cleanup(func() { tr.Close() })
-		out[i] = tr
-	}
-	return out
+	return transporttest.LocalWorld(func(ctx context.Context, n int) ([]*rdma.Transport, error) {
+		return rdma.Local(ctx, n, rdma.Config{})
+	})(t, n)
 }
 
 // RDMAOptions narrows the table for RDMAWorld, which CI runs twice (UCX over
