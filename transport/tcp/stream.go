@@ -43,6 +43,13 @@ func (s *stream) notify(reason string, dl time.Time) bool {
 	return err == nil
 }
 
+// pollMax is the largest message a receive polls for (Config.SpinWait)
+// before sleeping: a small message's latency is mostly the wake-up that
+// polling saves, while a large one takes long enough to arrive that polling
+// only takes the core from ranks that are moving data (measured with 4
+// ranks on 2 cores: 1 MiB all-reduce busbw 1.2 GB/s polling, 1.4 without).
+const pollMax = 64 << 10
+
 // aLongTimeAgo is a deadline in the past, used to interrupt blocked I/O.
 var aLongTimeAgo = time.Unix(1, 0)
 
@@ -208,7 +215,9 @@ func (s *stream) send(ctx context.Context, h transport.Header, p []byte) (int, e
 // want. It returns how many bytes it read, and the header it got when that
 // header did not match (err is then a *transport.MismatchError).
 func (s *stream) recv(ctx context.Context, peer int, want transport.Header, p []byte) (int, error) {
-	s.poll()
+	if len(p) <= pollMax {
+		s.poll()
+	}
 	stop, err := s.armRead(ctx)
 	if err != nil {
 		return 0, err
