@@ -67,18 +67,24 @@ type stream struct {
 	wdlOK    bool      // wdl is what conn has
 	wfired   chan struct{}
 	wabortFn func()
+	wdone    <-chan struct{} // the context whose cancellation is armed (armWrite)
+	wstop    func() bool
 
 	// Receive side.
 	raw       syscall.RawConn
 	spin      time.Duration    // how long poll spins before a read may park
 	peekFn    func(fd uintptr) // sets ready; made once so polling does not allocate
 	ready     bool
-	probe     [1]byte
+	probe     []byte // what peekFn reads into: one byte, or rbuf's start (see poll)
+	plain     bool   // conn is the raw socket (no TLS), so poll may read from it
+	pre       int    // bytes of the next message poll already read into rbuf
 	rbuf      []byte // header and small payload
 	rdl       time.Time
 	rdlOK     bool
 	rfired    chan struct{}
 	rabortFn  func()
+	rdone     <-chan struct{} // the context whose cancellation is armed (armRead)
+	rstop     func() bool
 	notice    []byte           // the start of an abort notice, once one arrived
 	noticeHdr transport.Header // its header
 }
@@ -87,9 +93,18 @@ type stream struct {
 // the way MPI's progress engines do, before the read that follows parks the
 // goroutine: waking a parked goroutine (and an idle CPU) costs more than a
 // small message takes to cross loopback.
-func (s *stream) poll() {
+//
+// For a small message (want bytes of header and payload, at most rbuf's
+// length) on a plain socket, polling reads the message's first bytes into
+// rbuf rather than peeking at them, saving a system call per message; s.pre
+// records how many. Otherwise it only peeks.
+func (s *stream) poll(want int) {
 	if s.spin <= 0 || s.raw == nil {
 		return
+	}
+	s.probe = s.rbuf[:1]
+	if s.plain && want <= len(s.rbuf) {
+		s.probe = s.rbuf[:want]
 	}
 	deadline := time.Now().Add(s.spin)
 	for {
@@ -117,12 +132,21 @@ func newStream(c net.Conn) *stream {
 	// ciphertext, so peeking tells only whether the peer hung up.
 	if tc, ok := c.(*tls.Conn); ok {
 		c = tc.NetConn()
+	} else {
+		s.plain = true
 	}
 	if tc, ok := c.(*net.TCPConn); ok {
 		s.raw, _ = tc.SyscallConn()
 	}
 	s.peekFn = func(fd uintptr) {
-		n, _, err := syscall.Recvfrom(int(fd), s.probe[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		flags := syscall.MSG_DONTWAIT
+		if len(s.probe) == 1 {
+			flags |= syscall.MSG_PEEK
+		}
+		n, _, err := syscall.Recvfrom(int(fd), s.probe, flags)
+		if n > 0 && len(s.probe) > 1 {
+			s.pre = n
+		}
 		s.ready = n > 0 || err != nil && err != syscall.EAGAIN
 	}
 	s.wabortFn = func() { s.conn.SetWriteDeadline(aLongTimeAgo); s.wfired <- struct{}{} }
@@ -131,54 +155,77 @@ func newStream(c net.Conn) *stream {
 }
 
 // armWrite gives the write side ctx's deadline, calling SetWriteDeadline only
-// when it changed, and arms cancellation when ctx can be cancelled. The
-// returned stop must be passed to disarmWrite.
-func (s *stream) armWrite(ctx context.Context) (stop func() bool, err error) {
+// when it changed, and makes ctx's cancellation interrupt the write. The
+// registration (context.AfterFunc, two allocations) is kept across calls
+// with the same context, such as a communicator's reused timeout context,
+// and replaced only when the context changes.
+func (s *stream) armWrite(ctx context.Context) error {
+	done := ctx.Done()
+	if done != s.wdone {
+		s.releaseWrite()
+	}
 	dl, _ := ctx.Deadline()
 	if !s.wdlOK || !dl.Equal(s.wdl) {
 		if err := s.conn.SetWriteDeadline(dl); err != nil {
-			return nil, err
+			return err
 		}
 		s.wdl, s.wdlOK = dl, true
 	}
-	if ctx.Done() == nil {
-		return nil, nil
+	if done == nil {
+		return nil
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return err
 	}
-	return context.AfterFunc(ctx, s.wabortFn), nil
+	if s.wstop == nil {
+		s.wdone, s.wstop = done, context.AfterFunc(ctx, s.wabortFn)
+	}
+	return nil
 }
 
-func (s *stream) disarmWrite(stop func() bool) {
-	if stop != nil && !stop() {
-		<-s.wfired // the abort ran or is running; wait so it cannot hit the next call
+// releaseWrite drops the write side's cancellation registration. If it
+// fired, it waits for the abort to finish, so that it cannot hit a later
+// call, and forgets the deadline the abort set.
+func (s *stream) releaseWrite() {
+	if s.wstop != nil && !s.wstop() {
+		<-s.wfired
 		s.wdlOK = false
 	}
+	s.wdone, s.wstop = nil, nil
 }
 
-func (s *stream) armRead(ctx context.Context) (stop func() bool, err error) {
+// armRead is armWrite for the read side.
+func (s *stream) armRead(ctx context.Context) error {
+	done := ctx.Done()
+	if done != s.rdone {
+		s.releaseRead()
+	}
 	dl, _ := ctx.Deadline()
 	if !s.rdlOK || !dl.Equal(s.rdl) {
 		if err := s.conn.SetReadDeadline(dl); err != nil {
-			return nil, err
+			return err
 		}
 		s.rdl, s.rdlOK = dl, true
 	}
-	if ctx.Done() == nil {
-		return nil, nil
+	if done == nil {
+		return nil
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return err
 	}
-	return context.AfterFunc(ctx, s.rabortFn), nil
+	if s.rstop == nil {
+		s.rdone, s.rstop = done, context.AfterFunc(ctx, s.rabortFn)
+	}
+	return nil
 }
 
-func (s *stream) disarmRead(stop func() bool) {
-	if stop != nil && !stop() {
+// releaseRead is releaseWrite for the read side.
+func (s *stream) releaseRead() {
+	if s.rstop != nil && !s.rstop() {
 		<-s.rfired
 		s.rdlOK = false
 	}
+	s.rdone, s.rstop = nil, nil
 }
 
 // send writes h and p. It returns how many bytes went out, so the caller
@@ -188,7 +235,7 @@ func (s *stream) send(ctx context.Context, h transport.Header, p []byte) (int, e
 		return 0, net.ErrClosed // an abort notice went out: this rank is giving up
 	}
 	defer s.wstate.Store(wIdle)
-	stop, err := s.armWrite(ctx)
+	err := s.armWrite(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -207,7 +254,6 @@ func (s *stream) send(ctx context.Context, h transport.Header, p []byte) (int, e
 		n = int(n64)
 		s.iov[1], s.bufs = nil, nil // do not keep the caller's buffer
 	}
-	s.disarmWrite(stop)
 	return n, err
 }
 
@@ -216,11 +262,11 @@ func (s *stream) send(ctx context.Context, h transport.Header, p []byte) (int, e
 // header did not match (err is then a *transport.MismatchError).
 func (s *stream) recv(ctx context.Context, peer int, want transport.Header, p []byte) (int, error) {
 	if len(p) <= pollMax {
-		s.poll()
+		s.poll(transport.HeaderSize + len(p))
 	}
-	stop, err := s.armRead(ctx)
+	err := s.armRead(ctx)
 	if err != nil {
-		return 0, err
+		return s.pre, err // bytes poll took mean the stream is out of step
 	}
 	var n int
 	if len(p) <= smallMax {
@@ -228,7 +274,6 @@ func (s *stream) recv(ctx context.Context, peer int, want transport.Header, p []
 	} else {
 		n, err = s.recvLarge(peer, want, p)
 	}
-	s.disarmRead(stop)
 	if err == errNotice {
 		// Read the peer's reason with a deadline of its own: the caller's
 		// context may be ending because of this very abort.
@@ -244,9 +289,14 @@ func (s *stream) recv(ctx context.Context, peer int, want transport.Header, p []
 // would belong to the next message.
 func (s *stream) recvSmall(peer int, want transport.Header, p []byte) (int, error) {
 	b := s.rbuf[:transport.HeaderSize+len(p)]
-	n, err := io.ReadAtLeast(s.conn, b, transport.HeaderSize)
-	if err != nil {
-		return n, err
+	n := s.pre
+	s.pre = 0
+	if n < transport.HeaderSize {
+		m, err := io.ReadAtLeast(s.conn, b[n:], transport.HeaderSize-n)
+		n += m
+		if err != nil {
+			return n, err
+		}
 	}
 	if ah, ok := isAbortHeader(b); ok {
 		s.notice = append(s.notice[:0], b[:n]...)
