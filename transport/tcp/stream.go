@@ -67,8 +67,6 @@ type stream struct {
 	wdlOK    bool      // wdl is what conn has
 	wfired   chan struct{}
 	wabortFn func()
-	wdone    <-chan struct{} // the context whose cancellation is armed (armWrite)
-	wstop    func() bool
 
 	// Receive side.
 	raw       syscall.RawConn
@@ -83,8 +81,6 @@ type stream struct {
 	rdlOK     bool
 	rfired    chan struct{}
 	rabortFn  func()
-	rdone     <-chan struct{} // the context whose cancellation is armed (armRead)
-	rstop     func() bool
 	notice    []byte           // the start of an abort notice, once one arrived
 	noticeHdr transport.Header // its header
 }
@@ -155,77 +151,54 @@ func newStream(c net.Conn) *stream {
 }
 
 // armWrite gives the write side ctx's deadline, calling SetWriteDeadline only
-// when it changed, and makes ctx's cancellation interrupt the write. The
-// registration (context.AfterFunc, two allocations) is kept across calls
-// with the same context, such as a communicator's reused timeout context,
-// and replaced only when the context changes.
-func (s *stream) armWrite(ctx context.Context) error {
-	done := ctx.Done()
-	if done != s.wdone {
-		s.releaseWrite()
-	}
+// when it changed, and arms cancellation when ctx can be cancelled. The
+// returned stop must be passed to disarmWrite.
+func (s *stream) armWrite(ctx context.Context) (stop func() bool, err error) {
 	dl, _ := ctx.Deadline()
 	if !s.wdlOK || !dl.Equal(s.wdl) {
 		if err := s.conn.SetWriteDeadline(dl); err != nil {
-			return err
+			return nil, err
 		}
 		s.wdl, s.wdlOK = dl, true
 	}
-	if done == nil {
-		return nil
+	if ctx.Done() == nil {
+		return nil, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
 	}
-	if s.wstop == nil {
-		s.wdone, s.wstop = done, context.AfterFunc(ctx, s.wabortFn)
-	}
-	return nil
+	return context.AfterFunc(ctx, s.wabortFn), nil
 }
 
-// releaseWrite drops the write side's cancellation registration. If it
-// fired, it waits for the abort to finish, so that it cannot hit a later
-// call, and forgets the deadline the abort set.
-func (s *stream) releaseWrite() {
-	if s.wstop != nil && !s.wstop() {
-		<-s.wfired
+func (s *stream) disarmWrite(stop func() bool) {
+	if stop != nil && !stop() {
+		<-s.wfired // the abort ran or is running; wait so it cannot hit the next call
 		s.wdlOK = false
 	}
-	s.wdone, s.wstop = nil, nil
 }
 
-// armRead is armWrite for the read side.
-func (s *stream) armRead(ctx context.Context) error {
-	done := ctx.Done()
-	if done != s.rdone {
-		s.releaseRead()
-	}
+func (s *stream) armRead(ctx context.Context) (stop func() bool, err error) {
 	dl, _ := ctx.Deadline()
 	if !s.rdlOK || !dl.Equal(s.rdl) {
 		if err := s.conn.SetReadDeadline(dl); err != nil {
-			return err
+			return nil, err
 		}
 		s.rdl, s.rdlOK = dl, true
 	}
-	if done == nil {
-		return nil
+	if ctx.Done() == nil {
+		return nil, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
 	}
-	if s.rstop == nil {
-		s.rdone, s.rstop = done, context.AfterFunc(ctx, s.rabortFn)
-	}
-	return nil
+	return context.AfterFunc(ctx, s.rabortFn), nil
 }
 
-// releaseRead is releaseWrite for the read side.
-func (s *stream) releaseRead() {
-	if s.rstop != nil && !s.rstop() {
+func (s *stream) disarmRead(stop func() bool) {
+	if stop != nil && !stop() {
 		<-s.rfired
 		s.rdlOK = false
 	}
-	s.rdone, s.rstop = nil, nil
 }
 
 // send writes h and p. It returns how many bytes went out, so the caller
@@ -235,7 +208,7 @@ func (s *stream) send(ctx context.Context, h transport.Header, p []byte) (int, e
 		return 0, net.ErrClosed // an abort notice went out: this rank is giving up
 	}
 	defer s.wstate.Store(wIdle)
-	err := s.armWrite(ctx)
+	stop, err := s.armWrite(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -254,6 +227,7 @@ func (s *stream) send(ctx context.Context, h transport.Header, p []byte) (int, e
 		n = int(n64)
 		s.iov[1], s.bufs = nil, nil // do not keep the caller's buffer
 	}
+	s.disarmWrite(stop)
 	return n, err
 }
 
@@ -264,7 +238,7 @@ func (s *stream) recv(ctx context.Context, peer int, want transport.Header, p []
 	if len(p) <= pollMax {
 		s.poll(transport.HeaderSize + len(p))
 	}
-	err := s.armRead(ctx)
+	stop, err := s.armRead(ctx)
 	if err != nil {
 		return s.pre, err // bytes poll took mean the stream is out of step
 	}
@@ -274,6 +248,7 @@ func (s *stream) recv(ctx context.Context, peer int, want transport.Header, p []
 	} else {
 		n, err = s.recvLarge(peer, want, p)
 	}
+	s.disarmRead(stop)
 	if err == errNotice {
 		// Read the peer's reason with a deadline of its own: the caller's
 		// context may be ending because of this very abort.
