@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/collkit/collkit"
+	"github.com/collkit/collkit/algo/adaptive"
 	"github.com/collkit/collkit/bench"
 	"github.com/collkit/collkit/bootstrap"
 	"github.com/collkit/collkit/launch"
@@ -364,6 +365,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.bench.Op, err = reduce.ParseOp(op); err != nil {
 		return o, fmt.Errorf("--op: %w", err)
 	}
+	if o.tune && !fs.Changed("algo") {
+		algo = strings.Join(adaptiveCandidates(), ",") // what adaptive chooses among
+	}
 	if o.algos, err = parseAlgos(algo, o.tune); err != nil {
 		return o, err
 	}
@@ -447,6 +451,16 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 
 // parseAlgos expands --algo: a name, a comma-separated list or "all". Tune
 // measures the fixed algorithms only, so adaptive is left out of its "all".
+// adaptiveCandidates names the algorithms the adaptive algorithm chooses
+// among, which tune measures unless --algo says otherwise.
+func adaptiveCandidates() []string {
+	var names []string
+	for _, a := range adaptive.Defaults() {
+		names = append(names, a.Name)
+	}
+	return names
+}
+
 func parseAlgos(s string, tune bool) ([]string, error) {
 	known := collkit.Algorithms()
 	if s == "all" {

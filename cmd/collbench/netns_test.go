@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -89,8 +90,16 @@ func TestNetnsLinkDown(t *testing.T) {
 	if err != nil {
 		t.Fatalf("netns.sh linkdown: %v\n%s", err, out)
 	}
-	if n := strings.Count(out, "stall report"); n < 3 {
-		t.Errorf("%d stall reports for 4 ranks:\n%s", n, out)
+	// Every rank fails (netns.sh checks that); the ranks that timed out
+	// themselves carry a stall report, the others may quote a peer's abort
+	// notice instead, whose long text the script's output line cuts short.
+	if n := strings.Count(out, "stall report"); n < 1 {
+		t.Errorf("no stall report:\n%s", out)
+	}
+	for r := range 4 {
+		if !strings.Contains(out, fmt.Sprintf("rank %d: collbench: rank %d:", r, r)) {
+			t.Errorf("rank %d reported no error:\n%s", r, out)
+		}
 	}
 	// 1 s before the cut, 3 s timeout, then rank 0 waits up to
 	// bootstrap.ShutdownGrace (10 s) for ranks that cannot reach its store.
