@@ -250,7 +250,7 @@ func TestCollectivesMem(t *testing.T) {
 }
 
 func TestCollectivesTCP(t *testing.T) {
-	testCollectives(t, algotest.TCPWorld, []int{2, 3, 8}, []int{0, 3, 9001})
+	testCollectives(t, algotest.TCPWorld, []int{1, 2, 3, 4, 5, 6, 7, 8}, []int{0, 3, 9001})
 }
 
 // Nobody leaves a barrier before everyone has entered it.
