@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/collkit/collkit/bootstrap"
 	"github.com/collkit/collkit/metrics"
 	"github.com/collkit/collkit/tracing"
 	"github.com/collkit/collkit/transport"
@@ -138,4 +139,23 @@ func (c *Comm) WriteTrace(ctx context.Context, path string) error {
 		return err
 	}
 	return tracing.WriteFile(path, events)
+}
+
+// logSetup logs, once per communicator, what Connect built: at INFO the
+// transport's settings and the node grouping, at DEBUG the connection event.
+func (c *Comm) logSetup(env bootstrap.Env, opts Options, took time.Duration, intra bool) {
+	log := c.obs.log
+	attrs := []any{"transport", c.transportName, "local_rank", env.LocalRank, "local_size", env.LocalSize,
+		"store", env.StoreAddr(), "nodes", c.nodes, "shm_inside_nodes", intra, "secret", env.Secret != "", "tls", opts.TLS != nil}
+	if t, ok := c.t.(interface{ Addr() string }); ok {
+		attrs = append(attrs, "address", t.Addr())
+	}
+	if c.transportName == "tcp" || c.transportName == "" {
+		attrs = append(attrs, "streams", max(opts.Streams, 1), "spin_wait", opts.SpinWait)
+	}
+	if b, ok := c.t.(transport.Buffered); ok {
+		attrs = append(attrs, "send_buffer", b.SendBuffer())
+	}
+	log.Info("transport", attrs...)
+	log.Debug("connected", "peers", c.size-1, "took", took)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/collkit/collkit/bootstrap"
 	"github.com/collkit/collkit/transport"
@@ -55,10 +56,12 @@ func ConnectStore(ctx context.Context, env bootstrap.Env, store bootstrap.Store,
 	if _, err := findAlgorithm(opts.Algorithm); err != nil {
 		return nil, fmt.Errorf("collkit: rank %d: %w", env.Rank, err)
 	}
+	start := time.Now()
 	t, err := connectTransport(ctx, env, store, opts)
 	if err != nil {
 		return nil, fmt.Errorf("collkit: rank %d: %w", env.Rank, err)
 	}
+	connected := time.Since(start)
 	if opts.Nodes == nil && opts.SimulatedNodes == 0 {
 		name := os.Getenv("COLLKIT_NODE")
 		if name == "" {
@@ -88,6 +91,7 @@ func ConnectStore(ctx context.Context, env bootstrap.Env, store bootstrap.Store,
 		}
 		return nil, err
 	}
+	c.logSetup(env, opts, connected, intra != nil)
 	if intra != nil {
 		c.intra = intra
 		c.closers = append(c.closers, intra)
