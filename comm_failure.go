@@ -17,6 +17,10 @@ type FailureError struct {
 	Dead  []int // peers whose connections closed without an abort notice: their processes died
 	Waits []transport.Wait
 	Err   error // the cause
+
+	// blocked is the peer operation the cause names, for the stall report
+	// of a transport that records no waits (shared memory, say).
+	blocked *transport.PeerError
 }
 
 func (e *FailureError) Error() string {
@@ -37,6 +41,10 @@ func (e *FailureError) Unwrap() error { return e.Err }
 // StallReport says what this rank was waiting on when it failed: which
 // peers, in which operation and step, for how long.
 func (e *FailureError) StallReport() string {
+	if len(e.Waits) == 0 && e.blocked != nil {
+		dir := map[bool]string{true: "send to", false: "recv from"}[e.blocked.Op == "send"]
+		return fmt.Sprintf("stall report: rank %d was waiting on: %s rank %d when it failed", e.Rank, dir, e.blocked.Rank)
+	}
 	if len(e.Waits) == 0 {
 		return ""
 	}
@@ -65,6 +73,9 @@ func (c *Comm) diagnose(err error) *FailureError {
 	}
 	if w, ok := c.t.(transport.WaitReporter); ok {
 		fe.Waits = w.Waits()
+	}
+	if pe := (*transport.PeerError)(nil); len(fe.Waits) == 0 && errors.As(err, &pe) && (pe.Op == "send" || pe.Op == "recv") {
+		fe.blocked = pe
 	}
 	return fe
 }

@@ -2,6 +2,7 @@ package hierarchical
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/collkit/collkit/algo/pipeline"
@@ -297,7 +298,7 @@ func (x *run) shards(ctx context.Context, buf []byte, es int) error {
 	// In place: buf's other shards serve as the reduce-scatter's scratch
 	// until the all-gather fills them.
 	if err := x.c.Ring.ReduceScatter(ctx, intraT, x.header(levelIntra, transport.CollReduceScatter), buf, shard, counts); err != nil {
-		return fmt.Errorf("intra-node reduce-scatter: %w", err)
+		return x.intraErr("intra-node reduce-scatter", err)
 	}
 	if err := x.inter(ctx, interT, x.header(levelInter, x.h.Coll), shard, shard); err != nil {
 		return fmt.Errorf("inter-node all-reduce of shard %d: %w", x.tp.local, err)
@@ -306,7 +307,7 @@ func (x *run) shards(ctx context.Context, buf []byte, es int) error {
 		reduce.Finish(x.h.DType, reduce.Avg, shard, x.n)
 	}
 	if err := x.c.Ring.AllGather(ctx, intraT, x.header(levelIntra, transport.CollAllGather), shard, buf, counts); err != nil {
-		return fmt.Errorf("intra-node all-gather: %w", err)
+		return x.intraErr("intra-node all-gather", err)
 	}
 	return nil
 }
@@ -322,7 +323,7 @@ func (x *run) leaders(ctx context.Context, buf []byte) error {
 			return err
 		}
 		if err := x.intra(ctx, intraT, x.header(levelIntra, x.h.Coll), buf, buf); err != nil {
-			return fmt.Errorf("intra-node all-reduce: %w", err)
+			return x.intraErr("intra-node all-reduce", err)
 		}
 	}
 	if x.tp.local == 0 {
@@ -340,8 +341,21 @@ func (x *run) leaders(ctx context.Context, buf []byte) error {
 	if size > 1 {
 		h := x.header(levelIntra, transport.CollBroadcast)
 		if err := x.c.Ring.Broadcast(ctx, intraT, h, buf, 0); err != nil {
-			return fmt.Errorf("intra-node broadcast from the leader: %w", err)
+			return x.intraErr("intra-node broadcast from the leader", err)
 		}
 	}
 	return nil
+}
+
+// intraErr wraps an error of the intra-node level. A transport given as
+// Config.IntraTransport numbers the node's ranks from 0; a peer error from it
+// is wrapped in one that names the peer's rank in the whole job, so errors
+// and stall reports point at the right process.
+func (x *run) intraErr(what string, err error) error {
+	var pe *transport.PeerError
+	ranks := x.tp.nodes[x.tp.node]
+	if x.c.IntraTransport != nil && errors.As(err, &pe) && pe.Rank >= 0 && pe.Rank < len(ranks) {
+		err = &transport.PeerError{Rank: ranks[pe.Rank], Addr: fmt.Sprintf("local rank %d of node %d", pe.Rank, x.tp.node), Op: pe.Op, Err: err}
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
