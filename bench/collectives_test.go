@@ -20,27 +20,9 @@ func TestRunCollective(t *testing.T) {
 		DType: reduce.Float32, Op: reduce.Max, Seed: 3}
 	for _, coll := range bench.Collectives() {
 		t.Run(coll, func(t *testing.T) {
-			net := mem.NewNetwork(n, mem.Config{})
-			defer net.Close()
-			rows := make([][]bench.Row, n)
-			errs := make([]error, n)
-			var wg sync.WaitGroup
-			for r, tr := range net.Transports() {
-				wg.Go(func() {
-					c, err := collkit.New(tr, collkit.Options{})
-					if err != nil {
-						errs[r] = err
-						return
-					}
-					rows[r], errs[r] = bench.RunCollective(context.Background(), c, coll, cfg, 2, nil)
-				})
-			}
-			wg.Wait()
-			for r, err := range errs {
-				if err != nil {
-					t.Fatalf("rank %d: %v", r, err)
-				}
-			}
+			rows := onRanks(t, n, func(c *collkit.Comm) ([]bench.Row, error) {
+				return bench.RunCollective(context.Background(), c, coll, cfg, 2, nil)
+			})
 			if len(rows[0]) != len(cfg.Sizes()) {
 				t.Fatalf("%d rows, want %d", len(rows[0]), len(cfg.Sizes()))
 			}
@@ -72,27 +54,9 @@ func TestRunGroup(t *testing.T) {
 	for _, noFusion := range []bool{false, true} {
 		cfg := bench.Config{MinBytes: 12, MaxBytes: 12 << 10, StepFactor: 32, Iters: 2, Warmup: 1, Check: 2,
 			DType: reduce.Int32, Op: reduce.Sum, Seed: 5, Group: 7, NoFusion: noFusion}
-		net := mem.NewNetwork(n, mem.Config{})
-		rows := make([][]bench.Row, n)
-		errs := make([]error, n)
-		var wg sync.WaitGroup
-		for r, tr := range net.Transports() {
-			wg.Go(func() {
-				c, err := collkit.New(tr, collkit.Options{})
-				if err != nil {
-					errs[r] = err
-					return
-				}
-				rows[r], errs[r] = bench.Run(context.Background(), c, cfg, nil)
-			})
-		}
-		wg.Wait()
-		net.Close()
-		for r, err := range errs {
-			if err != nil {
-				t.Fatalf("nofusion=%v rank %d: %v", noFusion, r, err)
-			}
-		}
+		rows := onRanks(t, n, func(c *collkit.Comm) ([]bench.Row, error) {
+			return bench.Run(context.Background(), c, cfg, nil)
+		})
 		for _, row := range rows[0] {
 			if w := row.OutOfPlace.Wrong + row.InPlace.Wrong; w != 0 {
 				t.Errorf("nofusion=%v, %d bytes: %d wrong elements", noFusion, row.Bytes, w)
@@ -105,4 +69,33 @@ func TestRunGroup(t *testing.T) {
 	if _, err := bench.Run(context.Background(), nil, bench.Config{MinBytes: 1 << 30, MaxBytes: 1 << 30, Group: 2, DType: reduce.Float32}, nil); err == nil {
 		t.Fatal("a 2 GiB group was accepted")
 	}
+}
+
+// onRanks runs fn on n communicators over a fresh in-memory network, one
+// goroutine each, fails the test on any rank's error, and returns every
+// rank's rows.
+func onRanks(t *testing.T, n int, fn func(c *collkit.Comm) ([]bench.Row, error)) [][]bench.Row {
+	t.Helper()
+	net := mem.NewNetwork(n, mem.Config{})
+	defer net.Close()
+	rows := make([][]bench.Row, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r, tr := range net.Transports() {
+		wg.Go(func() {
+			c, err := collkit.New(tr, collkit.Options{})
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			rows[r], errs[r] = fn(c)
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	return rows
 }

@@ -2,8 +2,6 @@ package rdma
 
 import (
 	"context"
-	"errors"
-	"sync"
 
 	"github.com/collkit/collkit/bootstrap"
 )
@@ -16,28 +14,9 @@ func Local(ctx context.Context, size int, cfg Config) ([]*Transport, error) {
 	if cfg.JobID == "" {
 		cfg.JobID = "local"
 	}
-	store := bootstrap.NewMemStore()
-	ts := make([]*Transport, size)
-	for r := range ts {
+	return bootstrap.ConnectLocal(ctx, size, func(r int) (*Transport, error) {
 		c := cfg
 		c.Rank, c.Size = r, size
-		t, err := New(c)
-		if err != nil {
-			return nil, err
-		}
-		ts[r] = t
-	}
-	errs := make([]error, size)
-	var wg sync.WaitGroup
-	for r, t := range ts {
-		wg.Go(func() { errs[r] = t.Connect(ctx, store) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		for _, t := range ts {
-			t.Close()
-		}
-		return nil, err
-	}
-	return ts, nil
+		return New(c)
+	})
 }
