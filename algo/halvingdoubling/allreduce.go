@@ -1,6 +1,7 @@
 package halvingdoubling
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"github.com/collkit/collkit/algo/pipeline"
@@ -56,12 +57,7 @@ func (c Config) doublingMaxBytes() int {
 	return c.DoublingMaxBytes
 }
 
-func (c Config) eagerBytes() int {
-	if c.EagerBytes == 0 {
-		return DefaultEagerBytes
-	}
-	return c.EagerBytes
-}
+func (c Config) eagerBytes() int { return cmp.Or(c.EagerBytes, DefaultEagerBytes) }
 
 // AllReduce runs a halving-doubling all-reduce with the default Config.
 func AllReduce(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte) error {

@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -34,12 +35,7 @@ type Config struct {
 // going from 64 KiB to 1 MiB here, while 4 MiB was no better.
 const DefaultEagerBytes = 1 << 20
 
-func (c Config) eagerBytes() int {
-	if c.EagerBytes == 0 {
-		return DefaultEagerBytes
-	}
-	return c.EagerBytes
-}
+func (c Config) eagerBytes() int { return cmp.Or(c.EagerBytes, DefaultEagerBytes) }
 
 // AllReduce runs a ring all-reduce with the default Config.
 func AllReduce(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte) error {

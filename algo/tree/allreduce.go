@@ -1,6 +1,7 @@
 package tree
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -36,12 +37,7 @@ type Config struct {
 	EagerBytes int
 }
 
-func (c Config) eagerBytes() int {
-	if c.EagerBytes == 0 {
-		return DefaultEagerBytes
-	}
-	return c.EagerBytes
-}
+func (c Config) eagerBytes() int { return cmp.Or(c.EagerBytes, DefaultEagerBytes) }
 
 // AllReduce runs a double binary tree all-reduce with the default Config.
 func AllReduce(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte) error {
