@@ -6,6 +6,7 @@
 //
 // NVML is loaded when Discover runs; every NVML call is made only after
 // nvml.Init succeeded (calling NVML otherwise kills the process). go-nvml
-// needs cgo: a build without cgo compiles a stub whose Discover returns an
-// error wrapping ErrNoDriver.
+// needs cgo, so it is built only with the nvml build tag (go build -tags
+// nvml); other builds compile a stub whose Discover returns an error
+// wrapping ErrNoDriver that says so.
 package gpu

@@ -1,10 +1,11 @@
-//go:build !(cgo && linux)
+//go:build !(nvml && cgo && linux)
 
 package gpu
 
 import "fmt"
 
-// Discover needs NVML through cgo; this build has none.
+// Discover needs NVML through cgo, which the default build leaves out (the
+// C headers of go-nvml also flood a first build with compiler warnings).
 func Discover() (*Topology, error) {
-	return nil, fmt.Errorf("%w: this collbench was built without cgo, and NVML (github.com/NVIDIA/go-nvml) needs it; rebuild with CGO_ENABLED=1", ErrNoDriver)
+	return nil, fmt.Errorf("%w: built without NVML support: rebuild with -tags nvml (needs cgo; the NVIDIA driver provides libnvidia-ml.so at run time)", ErrNoDriver)
 }

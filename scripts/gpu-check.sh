@@ -22,14 +22,14 @@ ldconfig -p 2>/dev/null | grep -E 'libnccl|libcudart' || true
 
 step "build"
 go version
-CGO_ENABLED=1 go build -o "$out/collbench" ./cmd/collbench || exit 1
+CGO_ENABLED=1 go build -tags nvml -o "$out/collbench" ./cmd/collbench || exit 1
 CGO_ENABLED=0 go build ./... && echo "CGO_ENABLED=0 build ok"
 
 step "collbench topo"
 "$out/collbench" topo
 
 step "go test transport/nccl, gpu (GPU tests run, none may skip for lack of NCCL)"
-go test -count=1 -v -timeout 10m ./transport/nccl ./gpu 2>&1 | tee "$out/gotest.txt" | grep -E '^(=== RUN|--- |\s+\S+_test.go|ok|FAIL|PASS)'
+go test -tags nvml -count=1 -v -timeout 10m ./transport/nccl ./gpu 2>&1 | tee "$out/gotest.txt" | grep -E '^(=== RUN|--- |\s+\S+_test.go|ok|FAIL|PASS)'
 grep -E -- '--- SKIP' "$out/gotest.txt" || true
 
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
