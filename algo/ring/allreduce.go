@@ -147,7 +147,12 @@ func (p plan) receive(ctx context.Context, t transport.Transport, h transport.He
 	if s >= p.n-1 {
 		return t.Recv(ctx, left, h, recv[off:end])
 	}
+	// Out of place, this chunk of recv is still unwritten, so the segment
+	// lands there and is reduced in place: no staging buffer in the cache.
 	in := stage[:end-off]
+	if !pipeline.SameBuffer(send, recv) {
+		in = recv[off:end]
+	}
 	if err := t.Recv(ctx, left, h, in); err != nil {
 		return err
 	}
