@@ -84,27 +84,9 @@ func TestSecretMismatch(t *testing.T) {
 // reveals nothing about the job.
 func TestStrangersWithoutSecret(t *testing.T) {
 	const size = 3
-	store := bootstrap.NewMemStore()
-	ts := make([]*Transport, size)
-	logs := &syncBuffer{}
-	for r := range ts {
-		tr, err := New(Config{Rank: r, Size: size, JobID: "job-A", Secret: testSecret, ConnectTimeout: 20 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr.log = slog.New(slog.NewTextHandler(logs, nil))
-		tr.handshakeTimeout = 300 * time.Millisecond
-		ts[r] = tr
-		defer tr.Close()
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	done0 := make(chan error, 1)
-	go func() { done0 <- ts[0].Connect(ctx, store) }()
-	addr, err := store.Get(ctx, "tcp/addr/0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ts, logs, store, addr, done0 := listeningJob(t, ctx, size, Config{Secret: testSecret})
 	good := hello{Rank: 1, Target: 0, Size: size, Stream: 0, Streams: 1, JobID: "job-A"}
 	random := make([]byte, 300)
 	rand.Read(random)

@@ -288,27 +288,9 @@ func TestSmallSendRecvNoAllocs(t *testing.T) {
 // strangers dial rank 0's listener while Connect waits for the real peers.
 func TestStrangersRejected(t *testing.T) {
 	const size = 3
-	store := bootstrap.NewMemStore()
-	ts := make([]*Transport, size)
-	logs := &syncBuffer{}
-	for r := range ts {
-		tr, err := New(Config{Rank: r, Size: size, JobID: "job-A", Streams: 2, ConnectTimeout: 20 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr.log = slog.New(slog.NewTextHandler(logs, nil))
-		tr.handshakeTimeout = 300 * time.Millisecond
-		ts[r] = tr
-		defer tr.Close()
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	done0 := make(chan error, 1)
-	go func() { done0 <- ts[0].Connect(ctx, store) }()
-	addr, err := store.Get(ctx, "tcp/addr/0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ts, logs, store, addr, done0 := listeningJob(t, ctx, size, Config{Streams: 2})
 
 	good := hello{Rank: 1, Target: 0, Size: size, Stream: 0, Streams: 2, JobID: "job-A"}
 	with := func(f func(*hello)) []byte { h := good; f(&h); return appendHello(nil, h) }
@@ -510,4 +492,35 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// listeningJob makes a job of size ranks (job id "job-A", cfg's other
+// settings) that log to one buffer and drop a silent dialer after 300 ms,
+// and starts rank 0's Connect, which listens while it waits for the others.
+// It returns the ranks (closed when the test ends), their log, the store,
+// rank 0's address and where rank 0's Connect result arrives.
+func listeningJob(t *testing.T, ctx context.Context, size int, cfg Config) ([]*Transport, *syncBuffer, bootstrap.Store, []byte, chan error) {
+	t.Helper()
+	store := bootstrap.NewMemStore()
+	ts := make([]*Transport, size)
+	logs := &syncBuffer{}
+	for r := range ts {
+		c := cfg
+		c.Rank, c.Size, c.JobID, c.ConnectTimeout = r, size, "job-A", 20*time.Second
+		tr, err := New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr.log = slog.New(slog.NewTextHandler(logs, nil))
+		tr.handshakeTimeout = 300 * time.Millisecond
+		ts[r] = tr
+		t.Cleanup(func() { tr.Close() })
+	}
+	done0 := make(chan error, 1)
+	go func() { done0 <- ts[0].Connect(ctx, store) }()
+	addr, err := store.Get(ctx, "tcp/addr/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ts, logs, store, addr, done0
 }

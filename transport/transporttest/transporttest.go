@@ -187,40 +187,8 @@ func (s suite) fullDuplex(t *testing.T) {
 	if testing.Short() {
 		total, chunk = 1<<20, 256<<10
 	}
-	ts := s.world(t, size)
-	ctx := withTimeout(t, longWait)
-	var g group
-	for me := range size {
-		for peer := range size {
-			if peer == me {
-				continue
-			}
-			g.Go(func() error {
-				buf := make([]byte, chunk)
-				for c := range total / chunk {
-					pattern(buf, 'd', me, peer, c)
-					if err := ts[me].Send(ctx, peer, header(4, transport.CollSendRecv, c), buf); err != nil {
-						return fmt.Errorf("rank %d: send chunk %d to rank %d: %w", me, c, peer, err)
-					}
-				}
-				return nil
-			})
-			g.Go(func() error {
-				got, want := make([]byte, chunk), make([]byte, chunk)
-				for c := range total / chunk {
-					if err := ts[me].Recv(ctx, peer, header(4, transport.CollSendRecv, c), got); err != nil {
-						return fmt.Errorf("rank %d: recv chunk %d from rank %d: %w", me, c, peer, err)
-					}
-					pattern(want, 'd', peer, me, c)
-					if err := diff(got, want); err != nil {
-						return fmt.Errorf("rank %d: chunk %d from rank %d: %w", me, c, peer, err)
-					}
-				}
-				return nil
-			})
-		}
-	}
-	g.Wait(t, longWait+grace)
+	streamPairs(t, s.world(t, size), 'd', 4, transport.CollSendRecv, total/chunk, chunk,
+		func(from, to, i int) int { return chunk })
 }
 
 // allToAll runs every send and receive of four ranks on its own goroutine,
@@ -232,33 +200,42 @@ func (s suite) allToAll(t *testing.T) {
 		msgs = 10
 	}
 	sizes := []int{0, 1, 40, 4095, 64<<10 + 3, 8}
-	ts := s.world(t, size)
+	streamPairs(t, s.world(t, size), 'a', 5, transport.CollAllToAll, msgs, slices.Max(sizes),
+		func(from, to, i int) int { return sizes[(i+from+to)%len(sizes)] })
+}
+
+// streamPairs has every ordered pair of ranks of ts send msgs messages at
+// once, each sender and each receiver on its own goroutine. Message i from
+// rank from to rank to has length(from, to, i) bytes (at most maxLen) of
+// pattern(tag, from, to, i), framed by header(seq, coll, i), and the
+// receiver checks every byte.
+func streamPairs(t *testing.T, ts []transport.Transport, tag byte, seq uint64, coll transport.Coll, msgs, maxLen int, length func(from, to, i int) int) {
 	ctx := withTimeout(t, longWait)
 	var g group
-	for me := range size {
-		for peer := range size {
+	for me := range ts {
+		for peer := range ts {
 			if peer == me {
 				continue
 			}
 			g.Go(func() error {
-				buf := make([]byte, slices.Max(sizes))
+				buf := make([]byte, maxLen)
 				for i := range msgs {
-					p := buf[:sizes[(i+me+peer)%len(sizes)]]
-					pattern(p, 'a', me, peer, i)
-					if err := ts[me].Send(ctx, peer, header(5, transport.CollAllToAll, i), p); err != nil {
+					p := buf[:length(me, peer, i)]
+					pattern(p, tag, me, peer, i)
+					if err := ts[me].Send(ctx, peer, header(seq, coll, i), p); err != nil {
 						return fmt.Errorf("rank %d: send message %d to rank %d: %w", me, i, peer, err)
 					}
 				}
 				return nil
 			})
 			g.Go(func() error {
-				got, want := make([]byte, slices.Max(sizes)), make([]byte, slices.Max(sizes))
+				got, want := make([]byte, maxLen), make([]byte, maxLen)
 				for i := range msgs {
-					n := sizes[(i+me+peer)%len(sizes)]
-					if err := ts[me].Recv(ctx, peer, header(5, transport.CollAllToAll, i), got[:n]); err != nil {
+					n := length(peer, me, i)
+					if err := ts[me].Recv(ctx, peer, header(seq, coll, i), got[:n]); err != nil {
 						return fmt.Errorf("rank %d: recv message %d from rank %d: %w", me, i, peer, err)
 					}
-					pattern(want[:n], 'a', peer, me, i)
+					pattern(want[:n], tag, peer, me, i)
 					if err := diff(got[:n], want[:n]); err != nil {
 						return fmt.Errorf("rank %d: message %d from rank %d: %w", me, i, peer, err)
 					}
