@@ -226,7 +226,7 @@ func TestForwardsBuffered(t *testing.T) {
 // cannot keep its scope for the next call.
 type ctxFunc struct {
 	context.Context
-	f []func()
+	_ []func() // a func slice makes the type incomparable
 }
 
 // Each call's context governs it alone: a cancelled context does not leak

@@ -118,9 +118,7 @@ func (t *Transport) Abort(reason string) error {
 		// second to be acknowledged first.
 		linger := time.Now().Add(500 * time.Millisecond)
 		for _, s := range sent {
-			for s.unsent() > 0 && time.Now().Before(linger) {
-				time.Sleep(time.Millisecond)
-			}
+			s.linger(linger)
 		}
 	}
 	return t.Close()

@@ -43,6 +43,16 @@ func (s *stream) notify(reason string, dl time.Time) bool {
 	return err == nil
 }
 
+// linger waits until the kernel has sent everything written to s, or until
+// the deadline, so that closing the socket does not reset the connection
+// and drop an abort notice still in flight. The kernel gives no event for
+// this, so it polls the send queue every millisecond.
+func (s *stream) linger(until time.Time) {
+	for s.unsent() > 0 && time.Now().Before(until) {
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // pollMax is the largest message a receive polls for (Config.SpinWait)
 // before sleeping: a small message's latency is mostly the wake-up that
 // polling saves, while a large one takes long enough to arrive that polling

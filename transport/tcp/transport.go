@@ -275,9 +275,7 @@ func (pr *peer) failed(ctx context.Context, op string, moved int, err error) err
 		linger := time.Now().Add(500 * time.Millisecond)
 		for _, s := range pr.streams {
 			if s.notify(reason, dl) {
-				for s.unsent() > 0 && time.Now().Before(linger) {
-					time.Sleep(time.Millisecond)
-				}
+				s.linger(linger)
 			}
 		}
 	case errors.As(err, &ae):
