@@ -12,18 +12,12 @@ import (
 	"github.com/collkit/collkit/transport/shm"
 )
 
-// nativeMinBytes is the smallest buffer the "native" algorithm hands to the
-// transport's own all-reduce; below it halving-doubling over the same transport is
-// faster (over shm, 8 bytes: about 2 us by message passing, 10 us native, which pays
-// two full barriers).
-const nativeMinBytes = 16 << 10
-
 // nativeAllReduce is the "native" algorithm: the transport's own all-reduce
 // (transport.NativeAllReducer, such as shared memory reducing straight out
-// of the other ranks' buffers) from nativeMinBytes up, and halving-doubling
-// (log2(n) steps for small buffers) below that and on transports without one.
+// of the other ranks' buffers), and halving-doubling on transports without
+// one.
 func nativeAllReduce(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte) error {
-	if n, ok := unwrap(t).(transport.NativeAllReducer); ok && len(send) >= nativeMinBytes {
+	if n, ok := unwrap(t).(transport.NativeAllReducer); ok {
 		return n.AllReduce(ctx, h, send, recv)
 	}
 	return halvingdoubling.AllReduce(ctx, t, h, send, recv)

@@ -3,6 +3,7 @@ package collkit_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -142,6 +143,69 @@ func TestTimeout(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("took %v with a 200ms timeout", d)
+	}
+}
+
+// The timeout context made for a cancellable parent is reused by later calls
+// with that parent (no timer per call), yet a parent cancelled since still
+// stops the next call, and the communicator's timeout still applies.
+func TestTimeoutReusedUnderCancellableParent(t *testing.T) {
+	cs, _ := comms(t, 2, mem.Config{}, collkit.Options{Timeout: 300 * time.Millisecond})
+	parent, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Rank 1 takes part in 100 calls and then stops; rank 0 makes one more.
+	errs := each(cs, func(r int, c *collkit.Comm) error {
+		x := []float32{1}
+		for i := range 100 {
+			if err := collkit.AllReduce(parent, c, x, x, collkit.Sum); err != nil {
+				return fmt.Errorf("call %d: %w", i, err)
+			}
+		}
+		if r == 0 {
+			start := time.Now()
+			err := collkit.AllReduce(parent, c, x, x, collkit.Sum)
+			if err == nil || !strings.Contains(err.Error(), "communicator timeout") {
+				return fmt.Errorf("the 101st call, which rank 1 never joins: got %v, want the communicator timeout", err)
+			}
+			if d := time.Since(start); d > 3*time.Second {
+				return fmt.Errorf("the 101st call failed after %v with a 300ms timeout", d)
+			}
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+
+	cs, _ = comms(t, 2, mem.Config{}, collkit.Options{})
+	errs = each(cs, func(r int, c *collkit.Comm) error {
+		x := []float32{1}
+		if err := collkit.AllReduce(parent, c, x, x, collkit.Sum); err != nil {
+			return err
+		}
+		if r == 0 {
+			cancel()
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d, before the cancel: %v", r, err)
+		}
+	}
+	x := []float32{1}
+	if err := collkit.AllReduce(parent, cs[0], x, x, collkit.Sum); !errors.Is(err, context.Canceled) {
+		t.Fatalf("after the parent was cancelled: got %v, want context.Canceled", err)
+	}
+
+	// A new timer context per call would allocate.
+	one, _ := comms(t, 1, mem.Config{}, collkit.Options{NoStats: true})
+	live, stop := context.WithCancel(context.Background())
+	defer stop()
+	if a := testing.AllocsPerRun(100, func() { collkit.AllReduce(live, one[0], x, x, collkit.Sum) }); a != 0 {
+		t.Errorf("a 1-rank all-reduce under a cancellable parent makes %v allocations, want 0 (the timeout context reused)", a)
 	}
 }
 

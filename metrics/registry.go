@@ -34,8 +34,10 @@ type entry struct {
 // Registry holds the statistics of one communicator. Safe for concurrent
 // use. The zero value is not ready: use NewRegistry.
 type Registry struct {
-	mu sync.Mutex
-	m  map[Key]*entry
+	mu    sync.Mutex
+	m     map[Key]*entry
+	lastK Key    // the key of the last Record, which a training loop
+	lastE *entry // repeats, found without hashing its strings
 }
 
 // NewRegistry returns an empty registry.
@@ -45,10 +47,13 @@ func NewRegistry() *Registry { return &Registry{m: make(map[Key]*entry)} }
 // failed.
 func (r *Registry) Record(k Key, d time.Duration, moved Bytes, err error) {
 	r.mu.Lock()
-	e := r.m[k]
-	if e == nil {
-		e = new(entry)
-		r.m[k] = e
+	e := r.lastE
+	if e == nil || r.lastK != k {
+		if e = r.m[k]; e == nil {
+			e = new(entry)
+			r.m[k] = e
+		}
+		r.lastK, r.lastE = k, e
 	}
 	e.ops++
 	if err != nil {

@@ -44,6 +44,7 @@ type options struct {
 	streams        int
 	nodes          int // --nodes: simulated nodes
 	spinWait       time.Duration
+	bind           string // --bind: core or none
 	bench          bench.Config
 	coll           string // --coll: the collective measured
 	root           int    // --root: the root of rooted collectives
@@ -156,6 +157,11 @@ func shareCores(env bootstrap.Env) {
 
 func worker(ctx context.Context, env bootstrap.Env, opts options, stdout io.Writer) error {
 	shareCores(env)
+	if opts.bind == "core" && env.LocalSize > 0 {
+		if _, err := launch.BindCore(env.LocalRank); err != nil {
+			return err
+		}
+	}
 	setup, cancel := context.WithTimeout(ctx, opts.connectTimeout)
 	store, closer, err := bootstrap.Rendezvous(setup, env)
 	cancel()
@@ -331,6 +337,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Uint64Var(&o.bench.Seed, "seed", 1, "seed of the checked inputs")
 	fs.IntVar(&o.streams, "streams", 1, "TCP connections per peer")
 	fs.DurationVar(&o.spinWait, "spin-wait", tcp.DefaultSpinWait, "poll a TCP socket this long, yielding the core between polls, before sleeping (0 disables)")
+	fs.StringVar(&o.bind, "bind", "core", "bind each local rank to one core, as mpirun --bind-to core (left alone when a launcher already bound it), or none")
 	fs.IntVar(&o.nodes, "nodes", 0, "split the ranks into this many simulated nodes for --algo hierarchical (default: group by host name or $COLLKIT_NODE)")
 	fs.StringVar(&o.jsonPath, "json", "", "write the results as JSON to this file (rank 0; schema in bench/SCHEMA.md)")
 	fs.StringVar(&o.csvPath, "csv", "", "write the results as CSV to this file (rank 0)")
@@ -441,6 +448,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("--streams %d: must be at least 1", o.streams)
 	case o.spinWait < 0:
 		return o, fmt.Errorf("--spin-wait %v: must not be negative", o.spinWait)
+	case o.bind != "core" && o.bind != "none":
+		return o, fmt.Errorf("--bind %q: want core or none", o.bind)
 	case !o.tls.complete():
 		return o, fmt.Errorf("--tls-cert, --tls-key and --tls-ca go together: give all three or none")
 	case o.timeout <= 0 || o.connectTimeout <= 0:

@@ -119,5 +119,6 @@ func transportSettings(opts options) map[string]string {
 	return map[string]string{
 		"streams":   fmt.Sprint(opts.streams),
 		"spin_wait": opts.spinWait.String(),
+		"bind":      opts.bind,
 	}
 }

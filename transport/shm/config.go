@@ -54,7 +54,7 @@ const (
 	DefaultRingBytes        = 1 << 20
 	DefaultNativeBytes      = 8 << 20
 	DefaultSpin             = 5000
-	OversubscribedSpin      = 100
+	OversubscribedSpin      = 10
 	DefaultYield            = 50 * time.Microsecond
 	DefaultLivenessInterval = 100 * time.Millisecond
 	DefaultDir              = "/dev/shm"

@@ -3,6 +3,7 @@
 package shm
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,10 +16,18 @@ import (
 
 // native is the state of the native all-reduce.
 type native struct {
-	mu     sync.Mutex // one at a time
-	chunks uint64     // chunks done by every call so far: the barrier epoch
-	err    error      // sticky: the barrier counters are out of step
+	mu       sync.Mutex // one at a time
+	chunks   uint64     // chunks done by every call so far: which half is next
+	barriers uint64     // barriers passed by every call so far: the epoch
+	err      error      // sticky: the barrier counters are out of step
 }
+
+// SmallNativeBytes is the largest buffer the native all-reduce reduces in
+// one step: every rank copies its buffer into its shared half, and after
+// a single barrier reduces every rank's whole buffer into recv, in rank
+// order, so that every rank computes the same bits. Above it the work is
+// split among the ranks at the cost of a second barrier.
+const SmallNativeBytes = 4 << 10
 
 // AllReduce reduces send over all ranks into recv without passing messages.
 // The buffer goes through in chunks of half of Config.NativeBytes: every
@@ -70,42 +79,31 @@ func (t *Transport) AllReduce(ctx context.Context, h transport.Header, send, rec
 }
 
 func (t *Transport) allReduce(ctx context.Context, h transport.Header, send, recv []byte) error {
+	own := t.segs[t.cfg.Rank]
+	h.Len = 0
+	slot := t.native.chunks % 2
+	h.Encode(headerSlot(own, slot))
+	half := t.cfg.NativeBytes / 2
+	if len(send) <= min(half, SmallNativeBytes) {
+		return t.allReduceSmall(ctx, h, slot, send, recv)
+	}
 	n, r := t.cfg.Size, t.cfg.Rank
 	es := h.DType.Size()
-	own := t.segs[r]
-	h.Len = 0
-	h.Encode(own.mem[offNativeHdr : offNativeHdr+transport.HeaderSize])
-
-	half := t.cfg.NativeBytes / 2
 	chunkElems := half / es
 	count := len(send) / es
 	chunks := max(1, (count+chunkElems-1)/chunkElems)
-	x := &t.native
 	for c := range chunks {
-		g := x.chunks
-		x.chunks++
 		lo, hi := c*chunkElems, min(count, (c+1)*chunkElems)
 		m := hi - lo
-		area := t.lay.native() + int(g%2)*half
-		view := func(s *segment) []byte { return s.mem[area : area+m*es] }
+		view := t.nextHalf(m * es)
 		mine := view(own)
 		copy(mine, send[lo*es:hi*es])
-		if err := t.barrier(ctx, 2*g+1); err != nil {
+		if err := t.barrier(ctx); err != nil {
 			return err
 		}
 		if c == 0 {
-			for _, pr := range t.peers {
-				if pr == nil {
-					continue
-				}
-				got, err := transport.Decode(pr.seg.mem[offNativeHdr : offNativeHdr+transport.HeaderSize])
-				if err == nil {
-					err = h.Check(pr.rank, got)
-				}
-				if err != nil {
-					return fmt.Errorf("shm: rank %d: native all-reduce: %w", r,
-						&transport.PeerError{Rank: pr.rank, Addr: pr.addr(), Op: "allreduce", Err: err})
-				}
+			if err := t.checkHeaders(h, slot); err != nil {
+				return err
 			}
 		}
 		slo, shi := r*m/n*es, (r+1)*m/n*es
@@ -115,7 +113,7 @@ func (t *Transport) allReduce(ctx context.Context, h transport.Header, send, rec
 			}
 		}
 		reduce.Finish(h.DType, h.Op, mine[slo:shi], n)
-		if err := t.barrier(ctx, 2*g+2); err != nil {
+		if err := t.barrier(ctx); err != nil {
 			return err
 		}
 		out := recv[lo*es : hi*es]
@@ -127,9 +125,74 @@ func (t *Transport) allReduce(ctx context.Context, h transport.Header, send, rec
 	return nil
 }
 
-// barrier publishes that this rank reached epoch and waits until every
-// other rank has.
-func (t *Transport) barrier(ctx context.Context, epoch uint64) error {
+// allReduceSmall is the one-barrier all-reduce of SmallNativeBytes or
+// less: a rank writes the half it uses again only after the barrier of the
+// next call, which every peer passes only once it has read this call's.
+func (t *Transport) allReduceSmall(ctx context.Context, h transport.Header, slot uint64, send, recv []byte) error {
+	view := t.nextHalf(len(send))
+	copy(view(t.segs[t.cfg.Rank]), send)
+	if err := t.barrier(ctx); err != nil {
+		return err
+	}
+	if err := t.checkHeaders(h, slot); err != nil {
+		return err
+	}
+	copy(recv, view(t.segs[0]))
+	for _, s := range t.segs[1:] {
+		reduce.Reduce(h.DType, h.Op, recv, view(s))
+	}
+	reduce.Finish(h.DType, h.Op, recv, t.cfg.Size)
+	return nil
+}
+
+// nextHalf returns the view of the first size bytes of the next chunk's
+// half of a segment's native buffer. The halves alternate, so a rank fills
+// one while slower ranks still read the other.
+func (t *Transport) nextHalf(size int) func(*segment) []byte {
+	x := &t.native
+	half := t.cfg.NativeBytes / 2
+	area := t.lay.native() + int(x.chunks%2)*half
+	x.chunks++
+	return func(s *segment) []byte { return s.mem[area : area+size] }
+}
+
+// headerSlot is where s has the header of a call whose first chunk uses
+// half slot. Like the halves, the two slots alternate: a rank may write the
+// next call's header while slower ranks still check this one's.
+func headerSlot(s *segment, slot uint64) []byte {
+	off := offNativeHdr + int(slot)*transport.HeaderSize
+	return s.mem[off : off+transport.HeaderSize]
+}
+
+// checkHeaders compares every peer's header in slot with h, after the
+// first barrier of the call.
+func (t *Transport) checkHeaders(h transport.Header, slot uint64) error {
+	mine := headerSlot(t.segs[t.cfg.Rank], slot)
+	for _, pr := range t.peers {
+		if pr == nil {
+			continue
+		}
+		theirs := headerSlot(pr.seg, slot)
+		if bytes.Equal(theirs, mine) {
+			continue // the usual case, without decoding
+		}
+		got, err := transport.Decode(theirs)
+		if err == nil {
+			err = h.Check(pr.rank, got)
+		}
+		if err != nil {
+			return fmt.Errorf("shm: rank %d: native all-reduce: %w", t.cfg.Rank,
+				&transport.PeerError{Rank: pr.rank, Addr: pr.addr(), Op: "allreduce", Err: err})
+		}
+	}
+	return nil
+}
+
+// barrier publishes that this rank reached the next barrier of the native
+// all-reduce and waits until every other rank has.
+func (t *Transport) barrier(ctx context.Context) error {
+	t.native.barriers++
+	epoch := t.native.barriers
 	own := t.segs[t.cfg.Rank]
 	raceSync()
 	own.u64(offArrive).Store(epoch)

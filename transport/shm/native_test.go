@@ -3,10 +3,15 @@
 package shm_test
 
 import (
+	"context"
+	"fmt"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/collkit/collkit/algo/algotest"
 	"github.com/collkit/collkit/reduce"
+	"github.com/collkit/collkit/transport"
 	"github.com/collkit/collkit/transport/shm"
 )
 
@@ -26,4 +31,52 @@ func TestNativeAllReduceManyChunks(t *testing.T) {
 		Counts: []int{1, 7, 64, 4099},
 		DTypes: []reduce.DType{reduce.Uint8, reduce.Float16, reduce.Float32, reduce.Float64},
 	})
+}
+
+// Back-to-back native all-reduces with new data every call, small ones
+// (one barrier, the halves and header slots reused every second call) mixed
+// with chunked ones (two barriers a chunk): a rank that ran ahead into the
+// next call must never change what a slower rank still reads. Each result
+// is checked element by element.
+func TestNativeAllReduceBackToBack(t *testing.T) {
+	const n, calls = 3, 3000
+	ts := world(shm.Config{NativeBytes: 1 << 10})(t, n)
+	sizes := []int{1, 3, 128, 130, 1} // float32 elements; 130 x 4 B > one 512 B half
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r, tr := range ts {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			defer func() {
+				if errs[r] != nil {
+					tr.Close() // the other ranks stop waiting for this one
+				}
+			}()
+			for i := range calls {
+				count := sizes[i%len(sizes)]
+				send, recv := make([]float32, count), make([]float32, count)
+				for k := range send {
+					send[k] = float32(r*1000 + i%1000 + k)
+				}
+				h := transport.Header{Seq: uint64(i), Count: uint64(count), Root: -1, Coll: transport.CollAllReduce, DType: reduce.Float32, Op: reduce.Sum}
+				if err := tr.(transport.NativeAllReducer).AllReduce(ctx, h, reduce.Bytes(send), reduce.Bytes(recv)); err != nil {
+					errs[r] = fmt.Errorf("call %d: %w", i, err)
+					return
+				}
+				for k, got := range recv {
+					if want := float32(n*(i%1000+k) + 1000*n*(n-1)/2); got != want {
+						errs[r] = fmt.Errorf("rank %d, call %d, element %d: got %v, want %v", r, i, k, got, want)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 }

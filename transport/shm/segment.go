@@ -24,7 +24,7 @@ import (
 //	page 0          header: magic, version, rank, size, ring bytes, native
 //	                bytes, pid; then on cache lines of their own: closed,
 //	                arrive (barrier counter), bwait (barrier futex), the
-//	                header of the native all-reduce in progress
+//	                headers of the native all-reduce (two slots, alternating)
 //	ctrl pages      one 256-byte control block per sender rank:
 //	                head, tail, cwait, pwait, each on its own cache line
 //	ring data       RingBytes per sender rank (the owner's slot unused)
