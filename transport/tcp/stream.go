@@ -77,6 +77,10 @@ type stream struct {
 	wdlOK    bool      // wdl is what conn has
 	wfired   chan struct{}
 	wabortFn func()
+	wnowFn   func(fd uintptr) bool // writes wnow without waiting; made once
+	wnow     []byte                // what wnowFn writes
+	wn       int                   // what it wrote
+	werr     error                 // and the error it got
 
 	// Receive side.
 	raw       syscall.RawConn
@@ -155,6 +159,10 @@ func newStream(c net.Conn) *stream {
 		}
 		s.ready = n > 0 || err != nil && err != syscall.EAGAIN
 	}
+	s.wnowFn = func(fd uintptr) bool {
+		s.wn, s.werr = syscall.Write(int(fd), s.wnow)
+		return true // never wait: send falls back to the armed write
+	}
 	s.wabortFn = func() { s.conn.SetWriteDeadline(aLongTimeAgo); s.wfired <- struct{}{} }
 	s.rabortFn = func() { s.conn.SetReadDeadline(aLongTimeAgo); s.rfired <- struct{}{} }
 	return s
@@ -218,16 +226,28 @@ func (s *stream) send(ctx context.Context, h transport.Header, p []byte) (int, e
 		return 0, net.ErrClosed // an abort notice went out: this rank is giving up
 	}
 	defer s.wstate.Store(wIdle)
-	stop, err := s.armWrite(ctx)
-	if err != nil {
-		return 0, err
-	}
-	var n int
+	var b []byte // a small message, header and payload
+	done := 0
 	if len(p) <= smallMax {
-		b := s.wbuf[:transport.HeaderSize+len(p)]
+		b = s.wbuf[:transport.HeaderSize+len(p)]
 		h.Encode(b)
 		copy(b[transport.HeaderSize:], p)
-		n, err = s.conn.Write(b)
+		// It usually fits in the socket buffer: one write, without arming
+		// the context (a registration and two allocations).
+		if s.plain && s.raw != nil {
+			if done = s.writeNow(ctx, b); done == len(b) {
+				return done, nil
+			}
+		}
+	}
+	stop, err := s.armWrite(ctx)
+	if err != nil {
+		return done, err
+	}
+	var n int
+	if b != nil {
+		n, err = s.conn.Write(b[done:])
+		n += done
 	} else {
 		h.Encode(s.wbuf)
 		s.iov[0], s.iov[1] = s.wbuf[:transport.HeaderSize], p
@@ -241,6 +261,22 @@ func (s *stream) send(ctx context.Context, h transport.Header, p []byte) (int, e
 	return n, err
 }
 
+// writeNow writes as much of b as the socket takes at once, if ctx is
+// still live, and returns how much that was. Errors are left to the armed
+// write that follows, which meets them again and reports them as usual.
+func (s *stream) writeNow(ctx context.Context, b []byte) int {
+	if ctx.Err() != nil {
+		return 0
+	}
+	s.wnow = b
+	err := s.raw.Write(s.wnowFn)
+	s.wnow = nil
+	if err != nil || s.werr != nil || s.wn < 0 {
+		return 0
+	}
+	return s.wn
+}
+
 // recv reads the next message into p after checking its header against
 // want. It returns how many bytes it read, and the header it got when that
 // header did not match (err is then a *transport.MismatchError).
@@ -248,17 +284,24 @@ func (s *stream) recv(ctx context.Context, peer int, want transport.Header, p []
 	if len(p) <= pollMax {
 		s.poll(transport.HeaderSize + len(p))
 	}
-	stop, err := s.armRead(ctx)
-	if err != nil {
-		return s.pre, err // bytes poll took mean the stream is out of step
-	}
 	var n int
-	if len(p) <= smallMax {
+	var err error
+	if s.pre == transport.HeaderSize+len(p) {
+		// Polling read the whole message: nothing can block, so the
+		// context need not be armed.
 		n, err = s.recvSmall(peer, want, p)
 	} else {
-		n, err = s.recvLarge(peer, want, p)
+		var stop func() bool
+		if stop, err = s.armRead(ctx); err != nil {
+			return s.pre, err // bytes poll took mean the stream is out of step
+		}
+		if len(p) <= smallMax {
+			n, err = s.recvSmall(peer, want, p)
+		} else {
+			n, err = s.recvLarge(peer, want, p)
+		}
+		s.disarmRead(stop)
 	}
-	s.disarmRead(stop)
 	if err == errNotice {
 		// Read the peer's reason with a deadline of its own: the caller's
 		// context may be ending because of this very abort.
