@@ -78,11 +78,25 @@ func (t *Transport) AllReduce(ctx context.Context, h transport.Header, send, rec
 	return nil
 }
 
+// A call's slot: the call's first barrier word, its header and, for up to
+// inlineMax bytes, the payload, all in the first cache line for the
+// smallest payloads. A peer that sees the barrier word finds the rest in
+// the line it just fetched (vader's fast boxes work the same way). The two
+// slots alternate with the halves of the native buffer.
+const (
+	slotEpoch  = 0 // the call's first barrier
+	slotHeader = 8
+	slotData   = slotHeader + transport.HeaderSize
+	inlineMax  = slotBytes - slotData
+)
+
+func slotOff(slot uint64) int { return offSlots + int(slot)*slotBytes }
+
 func (t *Transport) allReduce(ctx context.Context, h transport.Header, send, recv []byte) error {
 	own := t.segs[t.cfg.Rank]
 	h.Len = 0
 	slot := t.native.chunks % 2
-	h.Encode(headerSlot(own, slot))
+	h.Encode(own.mem[slotOff(slot)+slotHeader:])
 	half := t.cfg.NativeBytes / 2
 	if len(send) <= min(half, SmallNativeBytes) {
 		return t.allReduceSmall(ctx, h, slot, send, recv)
@@ -98,13 +112,12 @@ func (t *Transport) allReduce(ctx context.Context, h transport.Header, send, rec
 		view := t.nextHalf(m * es)
 		mine := view(own)
 		copy(mine, send[lo*es:hi*es])
-		if err := t.barrier(ctx); err != nil {
-			return err
-		}
 		if c == 0 {
-			if err := t.checkHeaders(h, slot); err != nil {
+			if err := t.firstBarrier(ctx, h, slot); err != nil {
 				return err
 			}
+		} else if err := t.barrier(ctx, offArrive); err != nil {
+			return err
 		}
 		slo, shi := r*m/n*es, (r+1)*m/n*es
 		for _, pr := range t.peers {
@@ -113,7 +126,7 @@ func (t *Transport) allReduce(ctx context.Context, h transport.Header, send, rec
 			}
 		}
 		reduce.Finish(h.DType, h.Op, mine[slo:shi], n)
-		if err := t.barrier(ctx); err != nil {
+		if err := t.barrier(ctx, offArrive); err != nil {
 			return err
 		}
 		out := recv[lo*es : hi*es]
@@ -126,15 +139,17 @@ func (t *Transport) allReduce(ctx context.Context, h transport.Header, send, rec
 }
 
 // allReduceSmall is the one-barrier all-reduce of SmallNativeBytes or
-// less: a rank writes the half it uses again only after the barrier of the
-// next call, which every peer passes only once it has read this call's.
+// less: a rank writes the slot and half it uses again only after the first
+// barrier of the next call, which every peer passes only once it has read
+// this call's.
 func (t *Transport) allReduceSmall(ctx context.Context, h transport.Header, slot uint64, send, recv []byte) error {
 	view := t.nextHalf(len(send))
-	copy(view(t.segs[t.cfg.Rank]), send)
-	if err := t.barrier(ctx); err != nil {
-		return err
+	if len(send) <= inlineMax {
+		off := slotOff(slot) + slotData
+		view = func(s *segment) []byte { return s.mem[off : off+len(send)] }
 	}
-	if err := t.checkHeaders(h, slot); err != nil {
+	copy(view(t.segs[t.cfg.Rank]), send)
+	if err := t.firstBarrier(ctx, h, slot); err != nil {
 		return err
 	}
 	copy(recv, view(t.segs[0]))
@@ -156,23 +171,19 @@ func (t *Transport) nextHalf(size int) func(*segment) []byte {
 	return func(s *segment) []byte { return s.mem[area : area+size] }
 }
 
-// headerSlot is where s has the header of a call whose first chunk uses
-// half slot. Like the halves, the two slots alternate: a rank may write the
-// next call's header while slower ranks still check this one's.
-func headerSlot(s *segment, slot uint64) []byte {
-	off := offNativeHdr + int(slot)*transport.HeaderSize
-	return s.mem[off : off+transport.HeaderSize]
-}
-
-// checkHeaders compares every peer's header in slot with h, after the
-// first barrier of the call.
-func (t *Transport) checkHeaders(h transport.Header, slot uint64) error {
-	mine := headerSlot(t.segs[t.cfg.Rank], slot)
+// firstBarrier is a call's first barrier, on the word in its slot, after
+// which it compares every peer's header in the slot with h.
+func (t *Transport) firstBarrier(ctx context.Context, h transport.Header, slot uint64) error {
+	off := slotOff(slot)
+	if err := t.barrier(ctx, off+slotEpoch); err != nil {
+		return err
+	}
+	mine := t.segs[t.cfg.Rank].mem[off+slotHeader : off+slotData]
 	for _, pr := range t.peers {
 		if pr == nil {
 			continue
 		}
-		theirs := headerSlot(pr.seg, slot)
+		theirs := pr.seg.mem[off+slotHeader : off+slotData]
 		if bytes.Equal(theirs, mine) {
 			continue // the usual case, without decoding
 		}
@@ -188,14 +199,17 @@ func (t *Transport) checkHeaders(h transport.Header, slot uint64) error {
 	return nil
 }
 
-// barrier publishes that this rank reached the next barrier of the native
-// all-reduce and waits until every other rank has.
-func (t *Transport) barrier(ctx context.Context) error {
+// barrier publishes, in the word at off of this rank's segment, that this
+// rank reached the next barrier of the native all-reduce, and waits until
+// every other rank has published it in theirs. Every barrier has a new
+// number, so a word shows whether its rank has reached a barrier, whichever
+// barrier it wrote last.
+func (t *Transport) barrier(ctx context.Context, off int) error {
 	t.native.barriers++
 	epoch := t.native.barriers
 	own := t.segs[t.cfg.Rank]
 	raceSync()
-	own.u64(offArrive).Store(epoch)
+	own.u64(off).Store(epoch)
 	for _, pr := range t.peers {
 		if pr != nil {
 			wake(pr.seg.u32(offBwait))
@@ -204,7 +218,7 @@ func (t *Transport) barrier(ctx context.Context) error {
 	next := 0 // peers below next have arrived
 	ready := func() bool {
 		for ; next < len(t.peers); next++ {
-			if pr := t.peers[next]; pr != nil && pr.seg.u64(offArrive).Load() < epoch {
+			if pr := t.peers[next]; pr != nil && pr.seg.u64(off).Load() < epoch {
 				return false
 			}
 		}
@@ -213,7 +227,7 @@ func (t *Transport) barrier(ctx context.Context) error {
 	var late *peer
 	failed := func(live bool) error {
 		for _, pr := range t.peers[next:] {
-			if pr != nil && pr.seg.u64(offArrive).Load() < epoch {
+			if pr != nil && pr.seg.u64(off).Load() < epoch {
 				late = pr
 				if err := pr.gone(live); err != nil {
 					return err

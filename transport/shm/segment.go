@@ -23,15 +23,16 @@ import (
 //
 //	page 0          header: magic, version, rank, size, ring bytes, native
 //	                bytes, pid; then on cache lines of their own: closed,
-//	                arrive (barrier counter), bwait (barrier futex), the
-//	                headers of the native all-reduce (two slots, alternating)
+//	                arrive (barrier counter), bwait (barrier futex); then
+//	                the native all-reduce's two call slots (barrier word,
+//	                header, small payload), alternating
 //	ctrl pages      one 256-byte control block per sender rank:
 //	                head, tail, cwait, pwait, each on its own cache line
 //	ring data       RingBytes per sender rank (the owner's slot unused)
 //	native          NativeBytes
 const (
 	segMagic   = 0x73746b6c6c6f63 // "collkts" little endian
-	segVersion = 1
+	segVersion = 2
 
 	offMagic       = 0
 	offVersion     = 8
@@ -44,7 +45,8 @@ const (
 	offClosed      = 64
 	offArrive      = 128
 	offBwait       = 192
-	offNativeHdr   = 256
+	offSlots       = 256 // two of slotBytes
+	slotBytes      = 256
 
 	pageBytes = 4096
 	ctrlBytes = 256 // per ring: head, tail, cwait, pwait on lines of their own
