@@ -153,3 +153,35 @@ func TestMatrixOutputsAndGate(t *testing.T) {
 		t.Fatalf("plot SVG: %v", err)
 	}
 }
+
+// --interleave measures every algorithm at each size in turn and still
+// prints and saves one complete table per algorithm, checked as usual.
+func TestInterleave(t *testing.T) {
+	jsonPath := filepath.Join(t.TempDir(), "i.json")
+	stdout, stderr, code := collbench(t, nil, "--np", "2", "--algo", "ring,halvingdoubling,tree", "--interleave",
+		"-b", "8", "-e", "32K", "-f", "64", "-n", "3", "-w", "1", "--json", jsonPath)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	file, err := bench.ReadJSONFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"ring", "halvingdoubling", "tree"}
+	if len(file.Reports) != len(want) {
+		t.Fatalf("%d reports, want %d", len(file.Reports), len(want))
+	}
+	for i, r := range file.Reports {
+		if r.Algorithm != want[i] || len(r.Rows) != 3 {
+			t.Fatalf("report %d: %s with %d rows, want %s with 3 (8 B, 512 B, 32 KiB)", i, r.Algorithm, len(r.Rows), want[i])
+		}
+		for j, row := range r.Rows {
+			if row.Bytes != []int64{8, 512, 32768}[j] || row.OutOfPlace.Wrong != 0 || row.OutOfPlace.TimeUS <= 0 {
+				t.Errorf("%s row %d: %+v", r.Algorithm, j, row)
+			}
+		}
+	}
+	if strings.Count(stdout, "# Out of bounds values : 0 OK") != 3 || !strings.Contains(stdout, "winner") {
+		t.Fatalf("want three checked tables and the per-size comparison:\n%s", stdout)
+	}
+}

@@ -45,6 +45,7 @@ type options struct {
 	nodes          int // --nodes: simulated nodes
 	spinWait       time.Duration
 	bind           string // --bind: core or none
+	interleave     bool   // --interleave: size by size, the algorithms in turn
 	bench          bench.Config
 	coll           string // --coll: the collective measured
 	root           int    // --root: the root of rooted collectives
@@ -247,6 +248,13 @@ func runTransport(ctx context.Context, env bootstrap.Env, store bootstrap.Store,
 		return nil, usageError{fmt.Errorf("--root %d is not a rank of %d (0 to %d)", opts.root, comm.Size(), comm.Size()-1)}
 	}
 	var reports []bench.Report
+	if opts.interleave && len(opts.algos) > 1 {
+		reports, err = runInterleaved(ctx, comm, tr, opts, out, prog)
+		if err != nil {
+			return reports, err
+		}
+		return reports, finishObserving(ctx, comm, tr, opts, out)
+	}
 	for _, algo := range opts.algos {
 		if err := comm.SetAlgorithm(algo); err != nil {
 			return reports, usageError{err}
@@ -261,19 +269,46 @@ func runTransport(ctx context.Context, env bootstrap.Env, store bootstrap.Store,
 	return reports, finishObserving(ctx, comm, tr, opts, out)
 }
 
+// runInterleaved measures size by size, every algorithm in turn at each
+// size, so that the machine's slow drift (other load, frequency, the
+// hypervisor) falls on the algorithms alike; each algorithm's table is
+// printed once all sizes are done.
+func runInterleaved(ctx context.Context, comm *collkit.Comm, tr string, opts options, out io.Writer, prog *progress) ([]bench.Report, error) {
+	rows := make([][]bench.Row, len(opts.algos))
+	for _, size := range opts.bench.Sizes() {
+		cfg := opts.bench
+		cfg.MinBytes, cfg.MaxBytes = size, size
+		for i, algo := range opts.algos {
+			if err := comm.SetAlgorithm(algo); err != nil {
+				return nil, usageError{err}
+			}
+			prog.Describe(algo + "/" + tr)
+			got, err := bench.RunCollective(ctx, comm, opts.coll, cfg, opts.root, func(bench.Row) { prog.Add(1) })
+			if err != nil {
+				return nil, err
+			}
+			rows[i] = append(rows[i], got...)
+		}
+	}
+	reports := make([]bench.Report, len(opts.algos))
+	for i, algo := range opts.algos {
+		if err := comm.SetAlgorithm(algo); err != nil {
+			return nil, usageError{err}
+		}
+		reports[i] = newReport(comm, tr, opts)
+		reports[i].WriteHeader(out)
+		for _, row := range rows[i] {
+			bench.WriteRow(out, row)
+		}
+		reports[i].Finish(rows[i])
+		reports[i].WriteFooter(out)
+	}
+	return reports, nil
+}
+
 // runOne sweeps the sizes with the communicator's current algorithm.
 func runOne(ctx context.Context, comm *collkit.Comm, tr string, opts options, out io.Writer, prog *progress) (bench.Report, error) {
-	report := bench.NewReport()
-	report.Collective, report.Algorithm, report.Transport = "allreduce", comm.Algorithm(), tr
-	report.Ranks, report.Streams, report.TransportSettings = comm.Size(), opts.streams, transportSettings(opts)
-	report.Iters, report.Warmup, report.Check, report.Seed = opts.bench.Iters, opts.bench.Warmup, opts.bench.Check, opts.bench.Seed
-	report.Collective = opts.coll
-	if opts.coll != "allreduce" {
-		report.Algorithm = "per size (see the algo column)"
-	}
-	if report.Iters == 0 {
-		report.MinTimeMS, report.MaxIters = float64(opts.bench.MinTime.Microseconds())/1e3, opts.bench.MaxIters
-	}
+	report := newReport(comm, tr, opts)
 	report.WriteHeader(out)
 	rows, err := bench.RunCollective(ctx, comm, opts.coll, opts.bench, opts.root, func(row bench.Row) {
 		bench.WriteRow(out, row)
@@ -285,6 +320,22 @@ func runOne(ctx context.Context, comm *collkit.Comm, tr string, opts options, ou
 	report.Finish(rows)
 	report.WriteFooter(out)
 	return report, nil
+}
+
+// newReport describes a sweep with the communicator's current algorithm.
+func newReport(comm *collkit.Comm, tr string, opts options) bench.Report {
+	report := bench.NewReport()
+	report.Collective, report.Algorithm, report.Transport = "allreduce", comm.Algorithm(), tr
+	report.Ranks, report.Streams, report.TransportSettings = comm.Size(), opts.streams, transportSettings(opts)
+	report.Iters, report.Warmup, report.Check, report.Seed = opts.bench.Iters, opts.bench.Warmup, opts.bench.Check, opts.bench.Seed
+	report.Collective = opts.coll
+	if opts.coll != "allreduce" {
+		report.Algorithm = "per size (see the algo column)"
+	}
+	if report.Iters == 0 {
+		report.MinTimeMS, report.MaxIters = float64(opts.bench.MinTime.Microseconds())/1e3, opts.bench.MaxIters
+	}
+	return report
 }
 
 // writeTuning fits the cost model to the sweep of every algorithm and saves
@@ -310,6 +361,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var size, minB, maxB, dtype, op, algo, transports, tolerance, baseline string
 	if len(args) > 0 && args[0] == "tune" {
 		o.tune, args = true, args[1:]
+		o.interleave = true // the candidates are compared size by size
 		fs.StringVar(&o.tuneOut, "output", "collkit-tune.json", "tune: where to write the tuning file")
 	}
 	fs.StringVar(&o.coll, "coll", "allreduce", "collective to measure: "+strings.Join(bench.Collectives(), ", "))
@@ -320,6 +372,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.tracePath, "trace", "", "write a Chrome/Perfetto trace of every rank's collectives and messages to this file")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this host:port during the run (local rank k on port+k)")
 	fs.StringVarP(&algo, "algo", "a", "ring", "all-reduce algorithm, a comma-separated list, or all: "+strings.Join(collkit.Algorithms(), ", "))
+	fs.BoolVar(&o.interleave, "interleave", false, "with several --algo: measure size by size, every algorithm in turn at each size, so that drift of a noisy machine hits them alike (tables print at the end)")
 	fs.StringVar(&o.tuningIn, "tuning", "", "tuning file from 'collbench tune' for --algo adaptive (default $COLLKIT_TUNING)")
 	fs.StringVarP(&transports, "transport", "t", "tcp", "transport, a comma-separated list, or all: "+strings.Join(collkit.Transports(), ", "))
 	fs.IntVar(&o.np, "np", 4, "ranks to launch on this machine when no launcher set RANK/WORLD_SIZE")
