@@ -361,7 +361,6 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var size, minB, maxB, dtype, op, algo, transports, tolerance, baseline string
 	if len(args) > 0 && args[0] == "tune" {
 		o.tune, args = true, args[1:]
-		o.interleave = true // the candidates are compared size by size
 		fs.StringVar(&o.tuneOut, "output", "collkit-tune.json", "tune: where to write the tuning file")
 	}
 	fs.StringVar(&o.coll, "coll", "allreduce", "collective to measure: "+strings.Join(bench.Collectives(), ", "))
@@ -415,6 +414,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("unexpected argument %q (see collbench --help)", fs.Arg(0))
 	}
 	o.npSet = fs.Changed("np")
+	o.interleave = o.interleave || o.tune // tune compares its candidates size by size
 	if size != "" {
 		minB, maxB = size, size
 	}
