@@ -155,10 +155,11 @@ func TestMatrixOutputsAndGate(t *testing.T) {
 }
 
 // --interleave measures every algorithm at each size in turn and still
-// prints and saves one complete table per algorithm, checked as usual.
+// prints and saves one complete table per algorithm, checked as usual; with
+// --rounds, one row (the median round's) per size.
 func TestInterleave(t *testing.T) {
 	jsonPath := filepath.Join(t.TempDir(), "i.json")
-	stdout, stderr, code := collbench(t, nil, "--np", "2", "--algo", "ring,halvingdoubling,tree", "--interleave",
+	stdout, stderr, code := collbench(t, nil, "--np", "2", "--algo", "ring,halvingdoubling,tree", "--interleave", "--rounds", "3",
 		"-b", "8", "-e", "32K", "-f", "64", "-n", "3", "-w", "1", "--json", jsonPath)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -46,6 +47,7 @@ type options struct {
 	spinWait       time.Duration
 	bind           string // --bind: core or none
 	interleave     bool   // --interleave: size by size, the algorithms in turn
+	rounds         int    // --rounds: interleaved sweeps, the median kept
 	bench          bench.Config
 	coll           string // --coll: the collective measured
 	root           int    // --root: the root of rooted collectives
@@ -177,7 +179,7 @@ func worker(ctx context.Context, env bootstrap.Env, opts options, stdout io.Writ
 
 	lead := env.Rank == 0
 	out := io.Discard
-	prog := newProgress(lead && !opts.quiet, len(opts.transports)*len(opts.algos)*len(opts.bench.Sizes()))
+	prog := newProgress(lead && !opts.quiet, len(opts.transports)*len(opts.algos)*len(opts.bench.Sizes())*max(opts.rounds, 1))
 	defer prog.Finish()
 	if lead {
 		out = prog.Writer(stdout)
@@ -248,7 +250,7 @@ func runTransport(ctx context.Context, env bootstrap.Env, store bootstrap.Store,
 		return nil, usageError{fmt.Errorf("--root %d is not a rank of %d (0 to %d)", opts.root, comm.Size(), comm.Size()-1)}
 	}
 	var reports []bench.Report
-	if opts.interleave && len(opts.algos) > 1 {
+	if opts.interleave {
 		reports, err = runInterleaved(ctx, comm, tr, opts, out, prog)
 		if err != nil {
 			return reports, err
@@ -273,21 +275,39 @@ func runTransport(ctx context.Context, env bootstrap.Env, store bootstrap.Store,
 // size, so that the machine's slow drift (other load, frequency, the
 // hypervisor) falls on the algorithms alike; each algorithm's table is
 // printed once all sizes are done.
+// With --rounds R it does all that R times and keeps, for each algorithm
+// and size, the round with the median time.
 func runInterleaved(ctx context.Context, comm *collkit.Comm, tr string, opts options, out io.Writer, prog *progress) ([]bench.Report, error) {
+	sizes := opts.bench.Sizes()
+	rounds := make([][][]bench.Row, len(opts.algos)) // algorithm, size, round
+	for i := range rounds {
+		rounds[i] = make([][]bench.Row, len(sizes))
+	}
+	for range max(opts.rounds, 1) {
+		for k, size := range sizes {
+			cfg := opts.bench
+			cfg.MinBytes, cfg.MaxBytes = size, size
+			for i, algo := range opts.algos {
+				if err := comm.SetAlgorithm(algo); err != nil {
+					return nil, usageError{err}
+				}
+				prog.Describe(algo + "/" + tr)
+				got, err := bench.RunCollective(ctx, comm, opts.coll, cfg, opts.root, func(bench.Row) { prog.Add(1) })
+				if err != nil {
+					return nil, err
+				}
+				rounds[i][k] = append(rounds[i][k], got...)
+			}
+		}
+	}
 	rows := make([][]bench.Row, len(opts.algos))
-	for _, size := range opts.bench.Sizes() {
-		cfg := opts.bench
-		cfg.MinBytes, cfg.MaxBytes = size, size
-		for i, algo := range opts.algos {
-			if err := comm.SetAlgorithm(algo); err != nil {
-				return nil, usageError{err}
+	for i := range rounds {
+		for _, rs := range rounds[i] {
+			if len(rs) == 0 {
+				continue
 			}
-			prog.Describe(algo + "/" + tr)
-			got, err := bench.RunCollective(ctx, comm, opts.coll, cfg, opts.root, func(bench.Row) { prog.Add(1) })
-			if err != nil {
-				return nil, err
-			}
-			rows[i] = append(rows[i], got...)
+			slices.SortFunc(rs, func(a, b bench.Row) int { return cmp.Compare(a.OutOfPlace.TimeUS, b.OutOfPlace.TimeUS) })
+			rows[i] = append(rows[i], rs[len(rs)/2])
 		}
 	}
 	reports := make([]bench.Report, len(opts.algos))
@@ -372,6 +392,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this host:port during the run (local rank k on port+k)")
 	fs.StringVarP(&algo, "algo", "a", "ring", "all-reduce algorithm, a comma-separated list, or all: "+strings.Join(collkit.Algorithms(), ", "))
 	fs.BoolVar(&o.interleave, "interleave", false, "with several --algo: measure size by size, every algorithm in turn at each size, so that drift of a noisy machine hits them alike (tables print at the end)")
+	fs.IntVar(&o.rounds, "rounds", 1, "with --interleave: repeat the sweep this many times and keep each size's median (tune: default 3)")
 	fs.StringVar(&o.tuningIn, "tuning", "", "tuning file from 'collbench tune' for --algo adaptive (default $COLLKIT_TUNING)")
 	fs.StringVarP(&transports, "transport", "t", "tcp", "transport, a comma-separated list, or all: "+strings.Join(collkit.Transports(), ", "))
 	fs.IntVar(&o.np, "np", 4, "ranks to launch on this machine when no launcher set RANK/WORLD_SIZE")
@@ -414,7 +435,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("unexpected argument %q (see collbench --help)", fs.Arg(0))
 	}
 	o.npSet = fs.Changed("np")
-	o.interleave = o.interleave || o.tune // tune compares its candidates size by size
+	o.interleave = o.interleave || o.tune || o.rounds > 1 // tune compares its candidates size by size
+	if o.tune && !fs.Changed("rounds") {
+		o.rounds = 3
+	}
 	if size != "" {
 		minB, maxB = size, size
 	}
@@ -501,6 +525,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("--streams %d: must be at least 1", o.streams)
 	case o.spinWait < 0:
 		return o, fmt.Errorf("--spin-wait %v: must not be negative", o.spinWait)
+	case o.rounds < 1:
+		return o, fmt.Errorf("--rounds %d: must be at least 1", o.rounds)
 	case o.bind != "core" && o.bind != "none":
 		return o, fmt.Errorf("--bind %q: want core or none", o.bind)
 	case !o.tls.complete():
