@@ -30,8 +30,9 @@ type native struct {
 const SmallNativeBytes = 4 << 10
 
 // AllReduce reduces send over all ranks into recv without passing messages.
-// The buffer goes through in chunks of half of Config.NativeBytes: every
-// rank copies its chunk into its own shared buffer, then (after a barrier)
+// Up to SmallNativeBytes it takes one barrier (see allReduceSmall). Larger
+// buffers go through in chunks of half of Config.NativeBytes: every rank
+// copies its chunk into its own shared buffer, then (after a barrier)
 // reduces its 1/Size slice of the chunk straight out of every rank's shared
 // buffer, in place into its own, and (after a second barrier) copies every
 // rank's reduced slice into recv. The two halves of the buffer alternate,
