@@ -5,26 +5,26 @@ import (
 	"fmt"
 )
 
-// Native collectives are capabilities of transports that run a collective
-// themselves instead of letting an algorithm run it over Send and Recv.
-// Callers find them by type assertion and fall back to an algorithm:
+// NativeAllReducer is implemented by transports that run an all-reduce
+// themselves instead of letting an algorithm run it over Send and Recv:
+// shared memory, where each rank reduces its slice straight out of the
+// other ranks' buffers, and NCCL. Callers find it by type assertion and
+// fall back to an algorithm:
 //
 //	if n, ok := t.(transport.NativeAllReducer); ok {
 //		err = n.AllReduce(ctx, h, send, recv)
 //	}
 //
-// Every method takes the operation's Header, as the algorithms do: DType,
-// Op (for the collectives that reduce), Root (for Broadcast and Reduce) and
-// Count, the elements of the whole operation, describe it; Len is ignored.
-// The method, not h.Coll, says which collective runs; a transport may
-// compare the rest of the header across ranks and return a *MismatchError
-// where ranks disagree. Every rank calls the same collectives in the same
-// order. Buffers are host memory. CheckNative states the rules on buffer
-// lengths, and implementations call it before they start.
-
-// NativeAllReducer is implemented by transports that can all-reduce without
-// passing messages, such as shared memory, where each rank reduces its slice
-// straight out of the other ranks' buffers, or NCCL.
+// It heads the native collectives, NativeAllReducer and NativeCollectives,
+// whose methods all take the operation's Header, as the algorithms do:
+// DType, Op (for the collectives that reduce), Root (for Broadcast and
+// Reduce) and Count, the elements of the whole operation, describe it; Len
+// is ignored. The method, not h.Coll, says which collective runs; a
+// transport may compare the rest of the header across ranks and return a
+// *MismatchError where ranks disagree. Every rank calls the same
+// collectives in the same order. Buffers are host memory. CheckNative
+// states the rules on buffer lengths, and implementations call it before
+// they start.
 type NativeAllReducer interface {
 	// AllReduce reduces send over all ranks into recv with h.DType and
 	// h.Op. send and recv hold h.Count elements and may be the same slice.
@@ -53,9 +53,10 @@ type NativeCollectives interface {
 }
 
 // CheckNative checks the arguments of native collective coll on a rank of
-// size ranks: h.DType is valid, h.Op is for the collectives that reduce,
-// h.Root is a rank for Broadcast and Reduce, and send and recv hold the
-// elements h.Count asks for (see NativeAllReducer and NativeCollectives).
+// size ranks: h.DType is valid, and so is h.Op for the collectives that
+// reduce, h.Root is a rank for Broadcast and Reduce, and send and recv hold
+// the elements h.Count asks for (see NativeAllReducer and
+// NativeCollectives).
 // It returns the element size. The error says what is wrong and what was
 // expected; the caller wraps it with its transport, rank and collective.
 func CheckNative(coll Coll, h Header, size int, send, recv []byte) (es int, err error) {
