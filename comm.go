@@ -130,7 +130,7 @@ func (c *Comm) Choose(bytes int64) string {
 type Options struct {
 	// Algorithm is the all-reduce algorithm by name (see Algorithms). Empty
 	// means "native" on transports with their own all-reduce
-	// (transport.NativeAllReducer: shm), "ring" on the others.
+	// (transport.NativeAllReducer: shm), "ring" on the others (NCCL too).
 	Algorithm string
 	// Timeout bounds every collective that is called with a context without
 	// an earlier deadline. Zero means DefaultTimeout; negative means none.
@@ -243,8 +243,8 @@ func New(t transport.Transport, opts Options) (*Comm, error) {
 	if err != nil {
 		return nil, fmt.Errorf("collkit: rank %d: %w", t.Rank(), err)
 	}
-	if _, ok := t.(transport.NativeAllReducer); ok && opts.Algorithm == "" {
-		algo, _ = findAlgorithm("native")
+	if opts.Algorithm == "" {
+		algo, _ = findAlgorithm(defaultAlgorithm(t))
 	}
 	c := &Comm{t: t, algo: algo, timeout: opts.Timeout, transportName: opts.Transport,
 		rank: t.Rank(), size: t.Size(), base: t, treeBytes: DefaultTreeBytes}

@@ -21,8 +21,22 @@ func ncclAllReduce(t transport.Transport, n transport.NativeCollectives, algo st
 			ErrBadArgument, algo, f.Algorithm())
 	}
 	return func(ctx context.Context, _ transport.Transport, h transport.Header, send, recv []byte) error {
-		return n.AllReduce(ctx, h.DType, h.Op, send, recv)
+		return n.AllReduce(ctx, h, send, recv)
 	}, nil
+}
+
+// defaultAlgorithm is the algorithm of Options{} over t: "native" on
+// transports with their own all-reduce (shm), "ring" on the others,
+// including those that run every collective themselves (NCCL), which take
+// their algorithm by name.
+func defaultAlgorithm(t transport.Transport) string {
+	if _, ok := t.(transport.NativeCollectives); ok {
+		return "ring"
+	}
+	if _, ok := t.(transport.NativeAllReducer); ok {
+		return "native"
+	}
+	return "ring"
 }
 
 // connectNCCL creates the NCCL transport: the rank's GPU from its local

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
 	"github.com/collkit/collkit/transport/mem"
 )
@@ -15,23 +14,20 @@ import (
 type nativeOne struct {
 	transport.Transport
 	calls int
-	dt    reduce.DType
-	op    reduce.Op
+	h     transport.Header
 	algo  string
 }
 
-func (n *nativeOne) AllReduce(_ context.Context, dt reduce.DType, op reduce.Op, send, recv []byte) error {
+func (n *nativeOne) AllReduce(_ context.Context, h transport.Header, send, recv []byte) error {
 	n.calls++
-	n.dt, n.op = dt, op
+	n.h = h
 	copy(recv, send)
 	return nil
 }
-func (n *nativeOne) Broadcast(context.Context, reduce.DType, int, []byte, []byte) error { return nil }
-func (n *nativeOne) Reduce(context.Context, reduce.DType, reduce.Op, int, []byte, []byte) error {
-	return nil
-}
-func (n *nativeOne) AllGather(context.Context, reduce.DType, []byte, []byte) error { return nil }
-func (n *nativeOne) ReduceScatter(context.Context, reduce.DType, reduce.Op, []byte, []byte) error {
+func (n *nativeOne) Broadcast(context.Context, transport.Header, []byte, []byte) error { return nil }
+func (n *nativeOne) Reduce(context.Context, transport.Header, []byte, []byte) error    { return nil }
+func (n *nativeOne) AllGather(context.Context, transport.Header, []byte, []byte) error { return nil }
+func (n *nativeOne) ReduceScatter(context.Context, transport.Header, []byte, []byte) error {
 	return nil
 }
 func (n *nativeOne) Algorithm() string { return n.algo }
@@ -43,18 +39,46 @@ func TestCommUsesNativeCollectives(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	send := []float32{1, 2, 3}
-	recv := make([]float32, 3)
-	if err := AllReduce(context.Background(), c, send, recv, Max); err != nil {
-		t.Fatal(err)
-	}
-	if tr.calls != 1 || tr.dt != Float32 || tr.op != Max || recv[2] != 3 {
-		t.Errorf("native all-reduce called %d times with %v %v; recv %v", tr.calls, tr.dt, tr.op, recv)
-	}
+	checkHandedOver(t, c, tr)
 	if err := c.SetAlgorithm("ring"); !errors.Is(err, ErrBadArgument) {
 		t.Errorf("switching a tree-created NCCL communicator to ring: %v, want ErrBadArgument", err)
 	}
 	if err := c.SetAlgorithm("halvingdoubling"); !errors.Is(err, ErrBadArgument) {
 		t.Errorf("halvingdoubling over native collectives: %v, want ErrBadArgument", err)
+	}
+}
+
+// TestCommNativeCollectivesDefault: with no algorithm named, a transport
+// with native collectives gets ring, which it runs itself, not "native",
+// which such a transport does not take by name.
+func TestCommNativeCollectivesDefault(t *testing.T) {
+	tr := &nativeOne{Transport: mem.NewNetwork(1, mem.Config{}).Transport(0)}
+	c, err := New(tr, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := c.Algorithm(); got != "ring" {
+		t.Errorf("default algorithm %q, want ring", got)
+	}
+	checkHandedOver(t, c, tr)
+}
+
+// checkHandedOver all-reduces through c and checks that tr ran it, with
+// the header of the call, and that its result came back.
+func checkHandedOver(t *testing.T, c *Comm, tr *nativeOne) {
+	t.Helper()
+	send := []float32{1, -2.5, 3}
+	recv := make([]float32, len(send))
+	if err := AllReduce(context.Background(), c, send, recv, Max); err != nil {
+		t.Fatal(err)
+	}
+	if tr.calls != 1 || tr.h.DType != Float32 || tr.h.Op != Max || tr.h.Count != 3 || tr.h.Coll != transport.CollAllReduce {
+		t.Errorf("native all-reduce called %d times with %v", tr.calls, tr.h)
+	}
+	for i := range send {
+		if recv[i] != send[i] {
+			t.Errorf("recv[%d] = %v, want %v", i, recv[i], send[i])
+		}
 	}
 }

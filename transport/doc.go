@@ -5,7 +5,10 @@
 // A Transport is deliberately small. Algorithms (package algo/...) are written
 // only against it, so any algorithm runs over any transport. Capabilities that
 // only some transports have are separate small interfaces found by type
-// assertion, never methods every transport must stub.
+// assertion, never methods every transport must stub: Buffered, Spanner, and
+// the native collectives (native.go) of transports that run a collective
+// themselves, NativeAllReducer (shm, nccl) and NativeCollectives (nccl),
+// described by a Header as the algorithms' collectives are.
 //
 // # Contract
 //

@@ -38,19 +38,3 @@ type Spanner interface {
 type Buffered interface {
 	SendBuffer() int
 }
-
-// NativeAllReducer is implemented by transports that can all-reduce without
-// passing messages, such as shared memory, where each rank reduces its slice
-// straight out of the other ranks' buffers. Callers find it by type
-// assertion and fall back to an algorithm over Send and Recv:
-//
-//	if n, ok := t.(transport.NativeAllReducer); ok {
-//		err = n.AllReduce(ctx, h, send, recv)
-//	}
-type NativeAllReducer interface {
-	// AllReduce reduces send over all ranks into recv with h.DType and
-	// h.Op, as the algorithms do; send and recv have the same length and
-	// may be the same slice. Every rank passes the same h (Len is ignored);
-	// ranks whose headers differ get a *MismatchError.
-	AllReduce(ctx context.Context, h Header, send, recv []byte) error
-}

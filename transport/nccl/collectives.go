@@ -4,39 +4,36 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
 )
 
-// prepare checks a collective's arguments and maps its dtype and op.
-// op 0 means the collective has none.
-func (t *Transport) prepare(what string, dt reduce.DType, op reduce.Op) (*comm, int32, int32, error) {
-	c, err := t.ready(what)
-	if err != nil {
-		return nil, 0, 0, err
+// prepare checks the arguments of collective coll against h
+// (transport.CheckNative) and maps h's dtype and, for the collectives that
+// reduce, its op. It returns the element count a rank passes to NCCL: its
+// send count for all-gather, its recv count for reduce-scatter and the
+// whole buffer's for the others.
+func (t *Transport) prepare(coll transport.Coll, h transport.Header, send, recv []byte) (c *comm, count uintptr, nt, no int32, err error) {
+	what := coll.String()
+	if c, err = t.ready(what); err != nil {
+		return nil, 0, 0, 0, err
 	}
-	nt, err := ncclType(dt, t.version)
+	es, err := transport.CheckNative(coll, h, t.size, send, recv)
 	if err != nil {
-		return nil, 0, 0, fmt.Errorf("nccl: rank %d: %s: %w", t.rank, what, err)
+		return nil, 0, 0, 0, t.badArg(what, "%w", err)
 	}
-	var no int32
-	if op != 0 {
-		if no, err = ncclOp(op, t.version); err != nil {
-			return nil, 0, 0, fmt.Errorf("nccl: rank %d: %s: %w", t.rank, what, err)
+	if nt, err = ncclType(h.DType, t.version); err != nil {
+		return nil, 0, 0, 0, t.badArg(what, "%w", err)
+	}
+	if coll != transport.CollBroadcast && coll != transport.CollAllGather {
+		if no, err = ncclOp(h.Op, t.version); err != nil {
+			return nil, 0, 0, 0, t.badArg(what, "%w", err)
 		}
 	}
-	return c, nt, no, nil
+	return c, uintptr(min(len(send), len(recv)) / es), nt, no, nil
 }
 
 func (t *Transport) badArg(what, format string, args ...any) error {
 	return fmt.Errorf("nccl: rank %d: %s: "+format, append([]any{t.rank, what}, args...)...)
-}
-
-func (t *Transport) checkRoot(what string, root int) error {
-	if root < 0 || root >= t.size {
-		return t.badArg(what, "root %d is outside [0, %d)", root, t.size)
-	}
-	return nil
 }
 
 func wrap(t *Transport, err error) error {
@@ -46,118 +43,73 @@ func wrap(t *Transport, err error) error {
 	return fmt.Errorf("nccl: rank %d: %w", t.rank, err)
 }
 
-// AllReduce reduces send over all ranks into recv with ncclAllReduce.
-// send and recv have the same length, a multiple of dt.Size(); recv may be
-// send itself.
-func (t *Transport) AllReduce(ctx context.Context, dt reduce.DType, op reduce.Op, send, recv []byte) error {
-	const what = "allreduce"
-	c, nt, no, err := t.prepare(what, dt, op)
-	if err != nil {
+// AllReduce reduces send over all ranks into recv with ncclAllReduce,
+// h.DType and h.Op. send and recv hold h.Count elements; recv may be send
+// itself.
+func (t *Transport) AllReduce(ctx context.Context, h transport.Header, send, recv []byte) error {
+	c, count, nt, no, err := t.prepare(transport.CollAllReduce, h, send, recv)
+	if err != nil || count == 0 {
 		return err
 	}
-	if len(send) != len(recv) || len(send)%dt.Size() != 0 {
-		return t.badArg(what, "send %d bytes and recv %d bytes must be equal and a multiple of %d (%v)", len(send), len(recv), dt.Size(), dt)
-	}
-	if len(send) == 0 {
-		return nil
-	}
-	count := uintptr(len(send) / dt.Size())
-	return wrap(t, c.run(ctx, what, send, len(recv), recv, func(s, r uintptr) (string, int32) {
+	return wrap(t, c.run(ctx, "allreduce", send, len(recv), recv, func(s, r uintptr) (string, int32) {
 		return "ncclAllReduce", c.a.ncclAllReduce(s, r, count, nt, no, c.h, c.stream)
 	}))
 }
 
-// Broadcast copies root's send into recv on every rank with ncclBroadcast.
-// send is read on the root only; send and recv have the same length.
-func (t *Transport) Broadcast(ctx context.Context, dt reduce.DType, root int, send, recv []byte) error {
-	const what = "broadcast"
-	c, nt, _, err := t.prepare(what, dt, 0)
-	if err != nil {
+// Broadcast copies h.Root's send into recv on every rank with
+// ncclBroadcast. send is read on the root only; send and recv hold h.Count
+// elements.
+func (t *Transport) Broadcast(ctx context.Context, h transport.Header, send, recv []byte) error {
+	c, count, nt, _, err := t.prepare(transport.CollBroadcast, h, send, recv)
+	if err != nil || count == 0 {
 		return err
 	}
-	if err := t.checkRoot(what, root); err != nil {
-		return err
-	}
-	if len(send) != len(recv) || len(recv)%dt.Size() != 0 {
-		return t.badArg(what, "send %d bytes and recv %d bytes must be equal and a multiple of %d (%v)", len(send), len(recv), dt.Size(), dt)
-	}
-	if len(recv) == 0 {
-		return nil
-	}
-	if t.rank != root {
+	if t.rank != int(h.Root) {
 		send = nil
 	}
-	count := uintptr(len(recv) / dt.Size())
-	return wrap(t, c.run(ctx, what, send, len(recv), recv, func(s, r uintptr) (string, int32) {
-		return "ncclBroadcast", c.a.ncclBroadcast(s, r, count, nt, int32(root), c.h, c.stream)
+	return wrap(t, c.run(ctx, "broadcast", send, len(recv), recv, func(s, r uintptr) (string, int32) {
+		return "ncclBroadcast", c.a.ncclBroadcast(s, r, count, nt, h.Root, c.h, c.stream)
 	}))
 }
 
-// Reduce reduces send over all ranks into recv on root with ncclReduce;
-// recv is left alone on the other ranks. send and recv have the same
-// length.
-func (t *Transport) Reduce(ctx context.Context, dt reduce.DType, op reduce.Op, root int, send, recv []byte) error {
-	const what = "reduce"
-	c, nt, no, err := t.prepare(what, dt, op)
-	if err != nil {
+// Reduce reduces send over all ranks with h.Op into recv on h.Root with
+// ncclReduce; recv is left alone on the other ranks. send and recv hold
+// h.Count elements.
+func (t *Transport) Reduce(ctx context.Context, h transport.Header, send, recv []byte) error {
+	c, count, nt, no, err := t.prepare(transport.CollReduce, h, send, recv)
+	if err != nil || count == 0 {
 		return err
-	}
-	if err := t.checkRoot(what, root); err != nil {
-		return err
-	}
-	if len(send) != len(recv) || len(send)%dt.Size() != 0 {
-		return t.badArg(what, "send %d bytes and recv %d bytes must be equal and a multiple of %d (%v)", len(send), len(recv), dt.Size(), dt)
-	}
-	if len(send) == 0 {
-		return nil
 	}
 	out := recv
-	if t.rank != root {
+	if t.rank != int(h.Root) {
 		out = nil
 	}
-	count := uintptr(len(send) / dt.Size())
-	return wrap(t, c.run(ctx, what, send, len(recv), out, func(s, r uintptr) (string, int32) {
-		return "ncclReduce", c.a.ncclReduce(s, r, count, nt, no, int32(root), c.h, c.stream)
+	return wrap(t, c.run(ctx, "reduce", send, len(recv), out, func(s, r uintptr) (string, int32) {
+		return "ncclReduce", c.a.ncclReduce(s, r, count, nt, no, h.Root, c.h, c.stream)
 	}))
 }
 
 // AllGather concatenates every rank's send, in rank order, into recv with
-// ncclAllGather. recv is Size() times as long as send.
-func (t *Transport) AllGather(ctx context.Context, dt reduce.DType, send, recv []byte) error {
-	const what = "allgather"
-	c, nt, _, err := t.prepare(what, dt, 0)
-	if err != nil {
+// ncclAllGather. recv holds h.Count elements and send h.Count/Size().
+func (t *Transport) AllGather(ctx context.Context, h transport.Header, send, recv []byte) error {
+	c, count, nt, _, err := t.prepare(transport.CollAllGather, h, send, recv)
+	if err != nil || count == 0 {
 		return err
 	}
-	if len(recv) != t.size*len(send) || len(send)%dt.Size() != 0 {
-		return t.badArg(what, "recv has %d bytes, want %d ranks x %d bytes of send, a multiple of %d (%v)", len(recv), t.size, len(send), dt.Size(), dt)
-	}
-	if len(send) == 0 {
-		return nil
-	}
-	count := uintptr(len(send) / dt.Size())
-	return wrap(t, c.run(ctx, what, send, len(recv), recv, func(s, r uintptr) (string, int32) {
+	return wrap(t, c.run(ctx, "allgather", send, len(recv), recv, func(s, r uintptr) (string, int32) {
 		return "ncclAllGather", c.a.ncclAllGather(s, r, count, nt, c.h, c.stream)
 	}))
 }
 
-// ReduceScatter reduces send over all ranks and leaves block Rank() of the
-// result in recv, with ncclReduceScatter. send is Size() times as long as
-// recv.
-func (t *Transport) ReduceScatter(ctx context.Context, dt reduce.DType, op reduce.Op, send, recv []byte) error {
-	const what = "reducescatter"
-	c, nt, no, err := t.prepare(what, dt, op)
-	if err != nil {
+// ReduceScatter reduces send over all ranks with h.Op and leaves block
+// Rank() of the result in recv, with ncclReduceScatter. send holds h.Count
+// elements and recv h.Count/Size().
+func (t *Transport) ReduceScatter(ctx context.Context, h transport.Header, send, recv []byte) error {
+	c, count, nt, no, err := t.prepare(transport.CollReduceScatter, h, send, recv)
+	if err != nil || count == 0 {
 		return err
 	}
-	if len(send) != t.size*len(recv) || len(recv)%dt.Size() != 0 {
-		return t.badArg(what, "send has %d bytes, want %d ranks x %d bytes of recv, a multiple of %d (%v)", len(send), t.size, len(recv), dt.Size(), dt)
-	}
-	if len(recv) == 0 {
-		return nil
-	}
-	count := uintptr(len(recv) / dt.Size())
-	return wrap(t, c.run(ctx, what, send, len(recv), recv, func(s, r uintptr) (string, int32) {
+	return wrap(t, c.run(ctx, "reducescatter", send, len(recv), recv, func(s, r uintptr) (string, int32) {
 		return "ncclReduceScatter", c.a.ncclReduceScatter(s, r, count, nt, no, c.h, c.stream)
 	}))
 }

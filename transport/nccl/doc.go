@@ -17,7 +17,8 @@
 //	t, err := nccl.New(nccl.Config{Rank: env.Rank, Size: env.Size, LocalRank: env.LocalRank})
 //	if err != nil { ... }            // errors.Is(err, nccl.ErrNotAvailable) without NCCL
 //	err = t.Connect(ctx, store)      // rank 0's unique id shared through the store
-//	err = t.AllReduce(ctx, reduce.Float32, reduce.Sum, send, recv)
+//	h := transport.Header{Count: n, DType: reduce.Float32, Op: reduce.Sum}
+//	err = t.AllReduce(ctx, h, send, recv)
 //
 // Each rank uses CUDA device LocalRank modulo the visible devices. Data
 // lives in host memory: every call copies it through pinned staging buffers
@@ -32,8 +33,9 @@
 // call returns an error. A missing or stuck peer never hangs a call.
 //
 // Transport satisfies transport.NativeCollectives (NCCL's own all-reduce,
-// broadcast, reduce, all-gather and reduce-scatter), which collkit.Comm
-// uses, and transport.Transport (framed Send and Recv over ncclSend and
+// broadcast, reduce, all-gather and reduce-scatter, each described by a
+// transport.Header as collkit's algorithms are), which collkit.Comm uses,
+// and transport.Transport (framed Send and Recv over ncclSend and
 // ncclRecv), so it can carry the intra-node level of algo/hierarchical.
 // Exchange groups any sends and receives with ncclGroupStart/End, and Split
 // makes sub-communicators with ncclCommSplit.

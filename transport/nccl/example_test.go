@@ -7,6 +7,7 @@ import (
 
 	"github.com/collkit/collkit/bootstrap"
 	"github.com/collkit/collkit/reduce"
+	"github.com/collkit/collkit/transport"
 	"github.com/collkit/collkit/transport/nccl"
 )
 
@@ -30,7 +31,8 @@ func Example() {
 	}
 	send := []byte{1, 2, 3, 4}
 	recv := make([]byte, len(send))
-	if err := t.AllReduce(ctx, reduce.Uint8, reduce.Sum, send, recv); err != nil {
+	h := transport.Header{Count: uint64(len(send)), DType: reduce.Uint8, Op: reduce.Sum}
+	if err := t.AllReduce(ctx, h, send, recv); err != nil {
 		fmt.Println(err)
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -117,8 +118,8 @@ func TestFakeVersionAndPaths(t *testing.T) {
 }
 
 // TestFakeCollectives runs every native collective through the binding and
-// checks both the data (a one-rank world copies) and the arguments the C
-// side received: count, NCCL dtype and op codes, root.
+// checks both the data, element by element (a one-rank world copies), and
+// the arguments the C side received: count, NCCL dtype and op codes, root.
 func TestFakeCollectives(t *testing.T) {
 	a, ctl := loadFake(t)
 	tr := connectFake(t, a)
@@ -131,7 +132,7 @@ func TestFakeCollectives(t *testing.T) {
 			want := make([]byte, len(send))
 			verify.Expect(dt, op, want, 7, 1)
 			recv := make([]byte, len(send))
-			if err := tr.AllReduce(ctx, dt, op, send, recv); err != nil {
+			if err := tr.AllReduce(ctx, header(n, dt, op, -1), send, recv); err != nil {
 				t.Fatalf("%v %v: %v", dt, op, err)
 			}
 			if w := verify.Wrong(dt, recv, want); w != 0 {
@@ -148,40 +149,88 @@ func TestFakeCollectives(t *testing.T) {
 	dt := reduce.Float32
 	send := make([]byte, n*4)
 	verify.Fill(dt, reduce.Sum, send, 3, 0)
-	check := func(name string, call int64, root int64, err error, got []byte) {
+	check := func(name string, call, op, root int64, err error, got []byte) {
 		t.Helper()
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if !bytes.Equal(got, send) {
-			t.Errorf("%s: data differs from the one rank's input", name)
+		if w := verify.Wrong(dt, got, send); w != 0 {
+			t.Errorf("%s: %d elements differ from the one rank's input", name, w)
 		}
 		var last [8]int64
 		ctl.last(&last)
-		if last[0] != call || last[1] != n || last[2] != 7 || last[4] != root {
-			t.Errorf("%s: C saw call %d count %d dtype %d root %d, want %d %d 7 %d", name, last[0], last[1], last[2], last[4], call, n, root)
+		if last[0] != call || last[1] != n || last[2] != 7 || last[4] != root || (op >= 0 && last[3] != op) {
+			t.Errorf("%s: C saw call %d count %d dtype %d op %d root %d, want %d %d 7 %d %d", name, last[0], last[1], last[2], last[3], last[4], call, n, op, root)
 		}
 	}
 	recv := make([]byte, len(send))
-	check("broadcast", 2, 0, tr.Broadcast(ctx, dt, 0, send, recv), recv)
+	check("broadcast", 2, -1, 0, tr.Broadcast(ctx, header(n, dt, 0, 0), send, recv), recv)
 	recv = make([]byte, len(send))
-	check("reduce", 3, 0, tr.Reduce(ctx, dt, reduce.Max, 0, send, recv), recv)
+	check("reduce", 3, int64(ops[reduce.Max]), 0, tr.Reduce(ctx, header(n, dt, reduce.Max, 0), send, recv), recv)
 	recv = make([]byte, len(send))
-	check("allgather", 4, -1, tr.AllGather(ctx, dt, send, recv), recv)
+	check("allgather", 4, -1, -1, tr.AllGather(ctx, header(n, dt, 0, -1), send, recv), recv)
 	recv = make([]byte, len(send))
-	check("reducescatter", 5, -1, tr.ReduceScatter(ctx, dt, reduce.Sum, send, recv), recv)
+	check("reducescatter", 5, int64(ops[reduce.Prod]), -1, tr.ReduceScatter(ctx, header(n, dt, reduce.Prod, -1), send, recv), recv)
 
 	// In place.
 	buf := append([]byte{}, send...)
-	if err := tr.AllReduce(ctx, dt, reduce.Sum, buf, buf); err != nil || !bytes.Equal(buf, send) {
-		t.Errorf("in-place allreduce: err %v, equal %v", err, bytes.Equal(buf, send))
+	if err := tr.AllReduce(ctx, header(n, dt, reduce.Sum, -1), buf, buf); err != nil || verify.Wrong(dt, buf, send) != 0 {
+		t.Errorf("in-place allreduce: err %v, %d wrong elements", err, verify.Wrong(dt, buf, send))
 	}
-	// Bad arguments: one clear error, no call into NCCL.
-	if err := tr.AllReduce(ctx, dt, reduce.Sum, send, make([]byte, 4)); err == nil {
-		t.Error("allreduce with different send and recv lengths succeeded")
+	// Empty buffers need no call.
+	var before, after [8]int64
+	ctl.last(&before)
+	if err := tr.AllReduce(ctx, header(0, dt, reduce.Sum, -1), nil, nil); err != nil {
+		t.Errorf("empty allreduce: %v", err)
 	}
-	if err := tr.Broadcast(ctx, dt, 1, send, recv); err == nil {
-		t.Error("broadcast from root 1 of 1 rank succeeded")
+	if ctl.last(&after); after != before {
+		t.Errorf("empty allreduce called NCCL: last call %v, was %v", after, before)
+	}
+}
+
+// TestFakeBadArguments: arguments that do not fit the header or the world
+// get one clear error naming the rank and the collective, and no call into
+// NCCL.
+func TestFakeBadArguments(t *testing.T) {
+	a, ctl := loadFake(t)
+	tr := connectFake(t, a)
+	ctx := context.Background()
+	const n = 5
+	dt := reduce.Float32
+	buf := func(elems int) []byte { return make([]byte, elems*dt.Size()) }
+	// A known last call, which no bad call below may replace.
+	if err := tr.Broadcast(ctx, header(3, reduce.Uint8, 0, 0), make([]byte, 3), make([]byte, 3)); err != nil {
+		t.Fatal(err)
+	}
+	var before, after [8]int64
+	ctl.last(&before)
+	for _, c := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"allreduce count", tr.AllReduce(ctx, header(n+1, dt, reduce.Sum, -1), buf(n), buf(n)), "allreduce: send is 20 bytes and recv 20 bytes; both must hold the header's count of 6 float32"},
+		{"allreduce lengths", tr.AllReduce(ctx, header(n, dt, reduce.Sum, -1), buf(n), buf(1)), "send is 20 bytes and recv 4 bytes"},
+		{"allreduce partial element", tr.AllReduce(ctx, header(n, dt, reduce.Sum, -1), buf(n)[1:], buf(n)[1:]), "send is 19 bytes"},
+		{"allreduce dtype", tr.AllReduce(ctx, header(n, 0, reduce.Sum, -1), buf(n), buf(n)), "allreduce: invalid dtype"},
+		{"allreduce op", tr.AllReduce(ctx, header(n, dt, 0, -1), buf(n), buf(n)), "allreduce: invalid reduction op"},
+		{"reducescatter op", tr.ReduceScatter(ctx, header(n, dt, 0, -1), buf(n), buf(n)), "reducescatter: invalid reduction op"},
+		{"broadcast root past the end", tr.Broadcast(ctx, header(n, dt, 0, 1), buf(n), buf(n)), "broadcast: root 1 is outside [0, 1)"},
+		{"broadcast negative root", tr.Broadcast(ctx, header(n, dt, 0, -1), buf(n), buf(n)), "broadcast: root -1 is outside [0, 1)"},
+		{"reduce root", tr.Reduce(ctx, header(n, dt, reduce.Sum, 3), buf(n), buf(n)), "reduce: root 3 is outside [0, 1)"},
+		{"allgather shares", tr.AllGather(ctx, header(n, dt, 0, -1), buf(n), buf(n+1)), "allgather: recv is 24 bytes and send 20 bytes; recv must hold the header's count of 5 float32 elements (4 bytes each) and send one of 1 equal shares"},
+		{"reducescatter count", tr.ReduceScatter(ctx, header(n+1, dt, reduce.Sum, -1), buf(n), buf(n)), "reducescatter: send is 20 bytes and recv 20 bytes; send must hold the header's count of 6"},
+	} {
+		if c.err == nil {
+			t.Errorf("%s: no error", c.name)
+			continue
+		}
+		if msg := c.err.Error(); !strings.HasPrefix(msg, "nccl: rank 0: ") || !strings.Contains(msg, c.want) {
+			t.Errorf("%s: %q, want \"nccl: rank 0: ...%s...\"", c.name, msg, c.want)
+		}
+	}
+	if ctl.last(&after); after != before {
+		t.Errorf("bad arguments reached NCCL: last call %v, was %v", after, before)
 	}
 }
 
@@ -225,7 +274,7 @@ func TestFakeSplit(t *testing.T) {
 	}
 	in := []byte{1, 2, 3, 4}
 	out := make([]byte, 4)
-	if err := sub.AllReduce(ctx, reduce.Uint8, reduce.Sum, in, out); err != nil || !bytes.Equal(in, out) {
+	if err := sub.AllReduce(ctx, header(len(in), reduce.Uint8, reduce.Sum, -1), in, out); err != nil || !bytes.Equal(in, out) {
 		t.Errorf("allreduce on the sub-communicator: %v, %v", err, out)
 	}
 	none, err := tr.Split(ctx, -5, 0)
@@ -249,14 +298,14 @@ func TestFakeStuckStreamAborts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	buf := make([]byte, 64)
-	err := tr.AllReduce(ctx, reduce.Float32, reduce.Sum, buf, buf)
+	err := tr.AllReduce(ctx, header(16, reduce.Float32, reduce.Sum, -1), buf, buf)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("stuck allreduce: %v, want a deadline error", err)
 	}
 	if got := ctl.aborts() - before; got != 1 {
 		t.Errorf("ncclCommAbort called %d times, want 1", got)
 	}
-	err = tr.AllReduce(context.Background(), reduce.Float32, reduce.Sum, buf, buf)
+	err = tr.AllReduce(context.Background(), header(16, reduce.Float32, reduce.Sum, -1), buf, buf)
 	if !errors.Is(err, transport.ErrClosed) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("allreduce after the abort: %v, want ErrClosed wrapping the first error", err)
 	}
@@ -268,7 +317,7 @@ func TestFakeAsyncErrorAborts(t *testing.T) {
 	before := ctl.aborts()
 	ctl.setMode(2)
 	buf := make([]byte, 64)
-	err := tr.AllReduce(context.Background(), reduce.Float32, reduce.Sum, buf, buf)
+	err := tr.AllReduce(context.Background(), header(16, reduce.Float32, reduce.Sum, -1), buf, buf)
 	var ce *CallError
 	if !errors.As(err, &ce) || !ce.Remote() || ce.Call != "ncclCommGetAsyncError" {
 		t.Fatalf("allreduce with an asynchronous remote error: %v, want a remote *CallError", err)
@@ -285,7 +334,7 @@ func TestFakeCloseDestroysAndUnblocks(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		buf := make([]byte, 64)
-		done <- tr.AllReduce(context.Background(), reduce.Float32, reduce.Sum, buf, buf)
+		done <- tr.AllReduce(context.Background(), header(16, reduce.Float32, reduce.Sum, -1), buf, buf)
 	}()
 	// The collective is stuck with no deadline; Close must end it.
 	time.AfterFunc(20*time.Millisecond, func() { tr.Close() })

@@ -77,7 +77,7 @@ func testCollectives(t *testing.T, size int) {
 					want := make([]byte, len(send))
 					verify.Expect(dt, op, want, 11, size)
 					recv := make([]byte, len(send))
-					if err := tr.AllReduce(ctx, dt, op, send, recv); err != nil {
+					if err := tr.AllReduce(ctx, header(count, dt, op, -1), send, recv); err != nil {
 						return err
 					}
 					wrong[r] = verify.Wrong(dt, recv, want)
@@ -102,7 +102,7 @@ func testCollectives(t *testing.T, size int) {
 			mine[i] = byte(r*31 + i)
 		}
 		all := make([]byte, n*size)
-		if err := tr.AllGather(ctx, reduce.Uint8, mine, all); err != nil {
+		if err := tr.AllGather(ctx, header(len(all), reduce.Uint8, 0, -1), mine, all); err != nil {
 			return err
 		}
 		for q := range size {
@@ -114,7 +114,7 @@ func testCollectives(t *testing.T, size int) {
 			}
 		}
 		got := make([]byte, n)
-		if err := tr.Broadcast(ctx, reduce.Uint8, size-1, mine, got); err != nil {
+		if err := tr.Broadcast(ctx, header(n, reduce.Uint8, 0, size-1), mine, got); err != nil {
 			return err
 		}
 		for i := range n {
@@ -155,7 +155,7 @@ func TestGPUExchangeAndSplit(t *testing.T) {
 	}
 	in := []byte{1, 2, 3}
 	out := make([]byte, 3)
-	if err := sub.AllReduce(ctx, reduce.Uint8, reduce.Sum, in, out); err != nil || string(in) != string(out) {
+	if err := sub.AllReduce(ctx, header(len(in), reduce.Uint8, reduce.Sum, -1), in, out); err != nil || string(in) != string(out) {
 		t.Errorf("allreduce on a split communicator: %v %v", err, out)
 	}
 }
@@ -181,7 +181,7 @@ func TestGPUMissingPeerTimesOut(t *testing.T) {
 	defer cancel()
 	buf := make([]byte, 1<<20)
 	start := time.Now()
-	err := ts[0].AllReduce(ctx, reduce.Float32, reduce.Sum, buf, buf)
+	err := ts[0].AllReduce(ctx, header(len(buf)/4, reduce.Float32, reduce.Sum, -1), buf, buf)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("allreduce without its peer: %v, want a deadline error", err)
 	}

@@ -42,7 +42,7 @@ const SmallNativeBytes = 4 << 10
 // call different operations get a *transport.MismatchError.
 func (t *Transport) AllReduce(ctx context.Context, h transport.Header, send, recv []byte) error {
 	n, r := t.cfg.Size, t.cfg.Rank
-	if _, err := pipeline.CheckAllReduce(h, send, recv); err != nil {
+	if _, err := transport.CheckNative(transport.CollAllReduce, h, n, send, recv); err != nil {
 		return fmt.Errorf("shm: rank %d: native all-reduce: %w", r, err)
 	}
 	if n == 1 {

@@ -5,6 +5,7 @@ package shm_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -77,6 +78,21 @@ func TestNativeAllReduceBackToBack(t *testing.T) {
 	for _, err := range errs {
 		if err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// Buffers that do not hold the header's count get one error, on the rank
+// that passed them, before any barrier.
+func TestNativeAllReduceBadCount(t *testing.T) {
+	ts := world(shm.Config{})(t, 2)
+	for r, tr := range ts {
+		h := transport.Header{Count: 3, Root: -1, Coll: transport.CollAllReduce, DType: reduce.Float32, Op: reduce.Sum}
+		buf := make([]byte, 8)
+		err := tr.(transport.NativeAllReducer).AllReduce(context.Background(), h, buf, buf)
+		want := fmt.Sprintf("shm: rank %d: native all-reduce: send is 8 bytes and recv 8 bytes; both must hold the header's count of 3 float32 elements", r)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("rank %d: %v, want an error with %q", r, err, want)
 		}
 	}
 }
