@@ -352,11 +352,18 @@ func (c *Comm) allReduce(ctx context.Context, dt DType, op Op, send, recv []byte
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	algo := algorithmNames[c.algo]
+	var chosen adaptive.Algorithm // adaptive chooses once: what runs is what the statistics name
 	if algo == "adaptive" {
-		algo = c.Choose(int64(len(send)))
+		chosen, _ = c.adaptive().Choose(int64(len(send)), c.size)
+		algo = chosen.Name
 		c.noteChoice(len(send), algo)
 	}
-	err := c.observed("allreduce", algo, h, len(send), func(t transport.Transport) error { return c.run(ctx, t, h, send, recv) })
+	err := c.observed("allreduce", algo, h, len(send), func(t transport.Transport) error {
+		if chosen.Run != nil {
+			return c.adaptive().Run(ctx, chosen, t, h, send, recv)
+		}
+		return c.run(ctx, t, h, send, recv)
+	})
 	if err != nil {
 		return c.fail(fmt.Errorf("collkit: rank %d: allreduce #%d (%s, %d x %v, %v): %w",
 			c.Rank(), h.Seq, c.Algorithm(), h.Count, dt, op, explain(ctx, err)))

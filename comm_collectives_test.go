@@ -50,20 +50,6 @@ func onAll(cs []*Comm, fn func(ctx context.Context, r int, c *Comm) error) error
 	return errors.Join(errs...)
 }
 
-func fill(dt DType, op Op, count int, seed uint64, rank int) []byte {
-	b := make([]byte, count*dt.Size())
-	verify.Fill(dt, op, b, seed, rank)
-	return b
-}
-
-func poisoned(n int) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = 0xA5
-	}
-	return b
-}
-
 func wrong(dt DType, got, want []byte) error {
 	if w := verify.Wrong(dt, got, want); w > 0 {
 		return fmt.Errorf("%d of %d elements wrong", w, len(want)/dt.Size())
@@ -117,8 +103,8 @@ func collectiveCases(n int, dt DType, op Op, count int, inPlace bool) []collCase
 	for root := range n {
 		cases = append(cases,
 			collCase{fmt.Sprintf("broadcast root %d", root), func(ctx context.Context, c *Comm, r int, seed uint64) error {
-				want := fill(dt, op, count, seed, root)
-				buf := poisoned(len(want))
+				want := algotest.Input(dt, op, count, seed, root)
+				buf := algotest.Poisoned(len(want))
 				if r == root {
 					copy(buf, want)
 				}
@@ -128,13 +114,13 @@ func collectiveCases(n int, dt DType, op Op, count int, inPlace bool) []collCase
 				return wrong(dt, buf, want)
 			}},
 			collCase{fmt.Sprintf("reduce root %d", root), func(ctx context.Context, c *Comm, r int, seed uint64) error {
-				send := fill(dt, op, count, seed, r)
+				send := algotest.Input(dt, op, count, seed, r)
 				var recv []byte
 				switch {
 				case r == root && inPlace:
 					recv = send
 				case r == root:
-					recv = poisoned(len(send))
+					recv = algotest.Poisoned(len(send))
 				}
 				if err := c.Reduce(ctx, dt, op, send, recv, root); err != nil {
 					return err
@@ -147,27 +133,27 @@ func collectiveCases(n int, dt DType, op Op, count int, inPlace bool) []collCase
 				return wrong(dt, recv, want)
 			}},
 			collCase{fmt.Sprintf("gather root %d", root), func(ctx context.Context, c *Comm, r int, seed uint64) error {
-				send := fill(dt, op, count, seed, r)
+				send := algotest.Input(dt, op, count, seed, r)
 				var recv []byte
 				if r == root {
-					recv = poisoned(n * len(send))
+					recv = algotest.Poisoned(n * len(send))
 				}
 				if err := c.Gather(ctx, dt, send, recv, root); err != nil || r != root {
 					return err
 				}
 				want := make([]byte, 0, len(recv))
 				for k := range n {
-					want = append(want, fill(dt, op, count, seed, k)...)
+					want = append(want, algotest.Input(dt, op, count, seed, k)...)
 				}
 				return wrong(dt, recv, want)
 			}},
 			collCase{fmt.Sprintf("scatter root %d", root), func(ctx context.Context, c *Comm, r int, seed uint64) error {
-				all := fill(dt, op, n*count, seed, root)
+				all := algotest.Input(dt, op, n*count, seed, root)
 				var send []byte
 				if r == root {
 					send = all
 				}
-				recv := poisoned(count * es)
+				recv := algotest.Poisoned(count * es)
 				if err := c.Scatter(ctx, dt, send, recv, root); err != nil {
 					return err
 				}
@@ -177,7 +163,7 @@ func collectiveCases(n int, dt DType, op Op, count int, inPlace bool) []collCase
 	}
 	return append(cases,
 		collCase{"allgather", func(ctx context.Context, c *Comm, r int, seed uint64) error {
-			recv := poisoned(n * count * es)
+			recv := algotest.Poisoned(n * count * es)
 			send := recv[r*count*es : (r+1)*count*es]
 			if !inPlace {
 				send = make([]byte, count*es)
@@ -188,15 +174,15 @@ func collectiveCases(n int, dt DType, op Op, count int, inPlace bool) []collCase
 			}
 			want := make([]byte, 0, len(recv))
 			for k := range n {
-				want = append(want, fill(dt, op, count, seed, k)...)
+				want = append(want, algotest.Input(dt, op, count, seed, k)...)
 			}
 			return wrong(dt, recv, want)
 		}},
 		collCase{"reducescatter", func(ctx context.Context, c *Comm, r int, seed uint64) error {
-			send := fill(dt, op, n*count, seed, r)
+			send := algotest.Input(dt, op, n*count, seed, r)
 			recv := send[r*count*es : (r+1)*count*es]
 			if !inPlace {
-				recv = poisoned(count * es)
+				recv = algotest.Poisoned(count * es)
 			}
 			if err := c.ReduceScatter(ctx, dt, op, send, recv); err != nil {
 				return err
@@ -206,17 +192,17 @@ func collectiveCases(n int, dt DType, op Op, count int, inPlace bool) []collCase
 			return wrong(dt, recv, want[r*count*es:(r+1)*count*es])
 		}},
 		collCase{"alltoall", func(ctx context.Context, c *Comm, r int, seed uint64) error {
-			send := fill(dt, op, n*count, seed, r)
+			send := algotest.Input(dt, op, n*count, seed, r)
 			recv := send
 			if !inPlace {
-				recv = poisoned(len(send))
+				recv = algotest.Poisoned(len(send))
 			}
 			if err := c.AllToAll(ctx, dt, send, recv); err != nil {
 				return err
 			}
 			want := make([]byte, 0, len(recv))
 			for k := range n {
-				want = append(want, fill(dt, op, n*count, seed, k)[r*count*es:(r+1)*count*es]...)
+				want = append(want, algotest.Input(dt, op, n*count, seed, k)[r*count*es:(r+1)*count*es]...)
 			}
 			return wrong(dt, recv, want)
 		}},
@@ -228,19 +214,19 @@ func collectiveCases(n int, dt DType, op Op, count int, inPlace bool) []collCase
 			// deadlock the ring (the last even rank sends to rank 0 only
 			// after rank 0's send completed).
 			to, from := (r+1)%n, (r-1+n)%n
-			recv := poisoned(count * es)
+			recv := algotest.Poisoned(count * es)
 			var err error
 			if r%2 == 0 {
-				if err = c.Send(ctx, dt, fill(dt, op, count, seed, r), to); err == nil {
+				if err = c.Send(ctx, dt, algotest.Input(dt, op, count, seed, r), to); err == nil {
 					err = c.Recv(ctx, dt, recv, from)
 				}
 			} else if err = c.Recv(ctx, dt, recv, from); err == nil {
-				err = c.Send(ctx, dt, fill(dt, op, count, seed, r), to)
+				err = c.Send(ctx, dt, algotest.Input(dt, op, count, seed, r), to)
 			}
 			if err != nil {
 				return err
 			}
-			return wrong(dt, recv, fill(dt, op, count, seed, from))
+			return wrong(dt, recv, algotest.Input(dt, op, count, seed, from))
 		}},
 	)
 }

@@ -34,26 +34,26 @@ func TestGroup(t *testing.T) {
 						dt := []DType{Float32, Int64, BFloat16}[i%3]
 						op := []Op{Sum, Max, Avg}[i/3%3]
 						count := (i * 37) % 300
-						send := fill(dt, op, count, uint64(100+i), r)
+						send := algotest.Input(dt, op, count, uint64(100+i), r)
 						recv := send
 						if i%2 == 0 {
-							recv = poisoned(len(send))
+							recv = algotest.Poisoned(len(send))
 						}
 						ars = append(ars, ar{dt, op, uint64(100 + i), send, recv})
 						g.AllReduce(dt, op, send, recv)
 					}
-					bc := poisoned(1000)
+					bc := algotest.Poisoned(1000)
 					if r == n-1 {
-						bc = fill(Uint8, Sum, 1000, 7, n-1)
+						bc = algotest.Input(Uint8, Sum, 1000, 7, n-1)
 					}
 					g.Broadcast(Uint8, bc, n-1)
-					a2a := fill(Int32, Sum, 2*n, 9, r)
+					a2a := algotest.Input(Int32, Sum, 2*n, 9, r)
 					g.AllToAll(Int32, a2a, a2a)
 					in := make([][]byte, n)
 					for p := range n {
 						if p != r {
-							g.Send(Uint8, fill(Uint8, Sum, p2pBytes, uint64(1000+r*n+p), r), p)
-							in[p] = poisoned(p2pBytes)
+							g.Send(Uint8, algotest.Input(Uint8, Sum, p2pBytes, uint64(1000+r*n+p), r), p)
+							in[p] = algotest.Poisoned(p2pBytes)
 							g.Recv(Uint8, in[p], p)
 						}
 					}
@@ -67,7 +67,7 @@ func TestGroup(t *testing.T) {
 					}
 					var wantA2A []byte
 					for k := range n {
-						wantA2A = append(wantA2A, fill(Int32, Sum, 2*n, 9, k)[r*8:(r+1)*8]...)
+						wantA2A = append(wantA2A, algotest.Input(Int32, Sum, 2*n, 9, k)[r*8:(r+1)*8]...)
 					}
 					if err := wrong(Int32, a2a, wantA2A); err != nil {
 						return fmt.Errorf("all-to-all: %w", err)
@@ -79,12 +79,12 @@ func TestGroup(t *testing.T) {
 							return fmt.Errorf("all-reduce %d (%v %v): %w", i, a.dt, a.op, err)
 						}
 					}
-					if err := wrong(Uint8, bc, fill(Uint8, Sum, 1000, 7, n-1)); err != nil {
+					if err := wrong(Uint8, bc, algotest.Input(Uint8, Sum, 1000, 7, n-1)); err != nil {
 						return fmt.Errorf("broadcast: %w", err)
 					}
 					for p := range n {
 						if p != r {
-							if err := wrong(Uint8, in[p], fill(Uint8, Sum, p2pBytes, uint64(1000+p*n+r), p)); err != nil {
+							if err := wrong(Uint8, in[p], algotest.Input(Uint8, Sum, p2pBytes, uint64(1000+p*n+r), p)); err != nil {
 								return fmt.Errorf("recv from %d: %w", p, err)
 							}
 						}

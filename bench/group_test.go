@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/collkit/collkit"
+	"github.com/collkit/collkit/algo/algotest"
 )
 
 // BenchmarkGroupedAllReduce times 100 all-reduces of 4 KiB float32 on 4
@@ -19,7 +20,7 @@ func BenchmarkGroupedAllReduce(b *testing.B) {
 	for _, mode := range []string{"onebyone", "grouped"} {
 		b.Run("transport=tcp/ranks=4/mode="+mode, func(b *testing.B) {
 			comms := make([]*collkit.Comm, n)
-			for r, t := range world(b, "tcp", n) {
+			for r, t := range algotest.TCPWorld(b, n) {
 				c, err := collkit.New(t, collkit.Options{})
 				if err != nil {
 					b.Fatal(err)

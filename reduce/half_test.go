@@ -163,36 +163,28 @@ func narrowingCases(decode func(uint16) float32) []float32 {
 }
 
 func TestF32ToF16Rounding(t *testing.T) {
-	bad := 0
-	for _, f := range narrowingCases(F16ToF32) {
-		got := F32ToF16(f)
-		if f != f {
-			if !f16IsNaN(got) {
-				t.Errorf("F32ToF16(NaN %#08x) = %#04x, not a NaN", math.Float32bits(f), got)
-			}
-			continue
-		}
-		if want := refF32ToF16(f); got != want {
-			t.Errorf("F32ToF16(%g = %#08x) = %#04x, want %#04x", f, math.Float32bits(f), got, want)
-			if bad++; bad > 10 {
-				t.Fatal("too many errors")
-			}
-		}
-	}
+	testNarrowing(t, "F32ToF16", F32ToF16, F16ToF32, refF32ToF16, f16IsNaN)
 }
 
 func TestF32ToBF16Rounding(t *testing.T) {
+	testNarrowing(t, "F32ToBF16", F32ToBF16, BF16ToF32, refF32ToBF16, bf16IsNaN)
+}
+
+// testNarrowing checks narrow, named name, against the reference ref on
+// narrowingCases(widen): NaNs stay NaNs, everything else rounds as ref does.
+func testNarrowing(t *testing.T, name string, narrow func(float32) uint16, widen func(uint16) float32,
+	ref func(float32) uint16, isNaN func(uint16) bool) {
 	bad := 0
-	for _, f := range narrowingCases(BF16ToF32) {
-		got := F32ToBF16(f)
+	for _, f := range narrowingCases(widen) {
+		got := narrow(f)
 		if f != f {
-			if !bf16IsNaN(got) {
-				t.Errorf("F32ToBF16(NaN %#08x) = %#04x, not a NaN", math.Float32bits(f), got)
+			if !isNaN(got) {
+				t.Errorf("%s(NaN %#08x) = %#04x, not a NaN", name, math.Float32bits(f), got)
 			}
 			continue
 		}
-		if want := refF32ToBF16(f); got != want {
-			t.Errorf("F32ToBF16(%g = %#08x) = %#04x, want %#04x", f, math.Float32bits(f), got, want)
+		if want := ref(f); got != want {
+			t.Errorf("%s(%g = %#08x) = %#04x, want %#04x", name, f, math.Float32bits(f), got, want)
 			if bad++; bad > 10 {
 				t.Fatal("too many errors")
 			}

@@ -3,6 +3,7 @@ package adaptive
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/collkit/collkit/algo/halvingdoubling"
 	"github.com/collkit/collkit/algo/ring"
@@ -86,17 +87,22 @@ func (c Config) Choose(bytes int64, n int) (Algorithm, float64) {
 	return algos[best], bestUS
 }
 
-// AllReduce runs the algorithm Choose picks for this call. The header's Algo
-// field carries the choice, so ranks whose tables disagree get a mismatch
-// error rather than waiting on each other forever.
+// AllReduce runs the algorithm Choose picks for this call.
 func (c Config) AllReduce(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte) error {
-	algos := c.algorithms()
 	a, _ := c.Choose(int64(len(send)), t.Size())
-	for i := range algos {
-		if algos[i].Name == a.Name {
-			h.Algo = 0x80 | uint8(i)
-		}
+	return c.Run(ctx, a, t, h, send, recv)
+}
+
+// Run runs a, a candidate Choose returned, for a caller that chose already
+// (to label the call with what runs). The header's Algo field carries the
+// choice, so ranks whose tables disagree get a mismatch error rather than
+// waiting on each other forever.
+func (c Config) Run(ctx context.Context, a Algorithm, t transport.Transport, h transport.Header, send, recv []byte) error {
+	i := slices.IndexFunc(c.algorithms(), func(b Algorithm) bool { return b.Name == a.Name })
+	if i < 0 {
+		return fmt.Errorf("adaptive: rank %d: %q is not one of the candidates; run one that Choose returned", t.Rank(), a.Name)
 	}
+	h.Algo = 0x80 | uint8(i)
 	if err := a.Run(ctx, t, h, send, recv); err != nil {
 		return fmt.Errorf("adaptive (chose %s): %w", a.Name, err)
 	}

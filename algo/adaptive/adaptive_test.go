@@ -4,11 +4,13 @@ import (
 	"context"
 	"math"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/collkit/collkit/algo/adaptive"
 	"github.com/collkit/collkit/algo/algotest"
 	"github.com/collkit/collkit/transport"
+	"github.com/collkit/collkit/transport/mem"
 )
 
 func TestAllReduceMem(t *testing.T) {
@@ -88,5 +90,21 @@ func TestLoadRejectsOtherSchema(t *testing.T) {
 	}
 	if _, err := adaptive.Load(path); err == nil {
 		t.Fatal("a table of another schema loaded")
+	}
+}
+
+// Run refuses a candidate that is not among the Config's, rather than
+// sending a header id that names something else.
+func TestRunRejectsUnknownCandidate(t *testing.T) {
+	net := mem.NewNetwork(1, mem.Config{})
+	defer net.Close()
+	cfg := adaptive.Config{Algorithms: candidates()}
+	stranger := adaptive.Algorithm{Name: "stranger", Run: candidates()[0].Run}
+	err := cfg.Run(context.Background(), stranger, net.Transport(0), transport.Header{}, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), `"stranger" is not one of the candidates`) {
+		t.Fatalf("Run of an unknown candidate: %v", err)
+	}
+	if err := cfg.Run(context.Background(), candidates()[1], net.Transport(0), transport.Header{}, nil, nil); err != nil {
+		t.Fatalf("Run of a candidate: %v", err)
 	}
 }

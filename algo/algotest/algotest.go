@@ -89,10 +89,7 @@ func runOne(fn AllReduceFunc, ts []transport.Transport, seq uint64, dt reduce.DT
 			verify.Fill(dt, op, send, seq, r)
 			recv := send
 			if !inPlace {
-				recv = make([]byte, len(send))
-				for i := range recv {
-					recv[i] = 0xA5 // a collective that writes nothing is caught
-				}
+				recv = Poisoned(len(send))
 			}
 			if err := fn(ctx, tr, h, send, recv); err != nil {
 				errs[r] = fmt.Errorf("rank %d: %w", r, err)

@@ -21,6 +21,18 @@ func MemWorld(t testing.TB, n int) []transport.Transport {
 	return net.Transports()
 }
 
+// NamedWorld is a World and the transport name benchmarks label it with.
+type NamedWorld struct {
+	Name  string
+	World World
+}
+
+// BenchWorlds are the in-process worlds the benchmarks compare algorithms
+// over: "mem" (MemWorld) and "tcp" (TCPWorld).
+func BenchWorlds() []NamedWorld {
+	return []NamedWorld{{"mem", MemWorld}, {"tcp", TCPWorld}}
+}
+
 // TCPWorld is a World of n ranks in this process over loopback TCP.
 func TCPWorld(t testing.TB, n int) []transport.Transport { return TCPWorldWith(tcp.Config{})(t, n) }
 

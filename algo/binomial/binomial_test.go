@@ -13,20 +13,6 @@ import (
 	"github.com/collkit/collkit/verify"
 )
 
-func fill(dt reduce.DType, op reduce.Op, count int, seed uint64, rank int) []byte {
-	b := make([]byte, count*dt.Size())
-	verify.Fill(dt, op, b, seed, rank)
-	return b
-}
-
-func poisoned(n int) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = 0xA5
-	}
-	return b
-}
-
 // testTree runs broadcast, reduce (every op), gather and scatter from every
 // root against naive references.
 func testTree(t *testing.T, world algotest.World, sizes, counts []int) {
@@ -43,8 +29,8 @@ func testTree(t *testing.T, world algotest.World, sizes, counts []int) {
 					h := transport.Header{Seq: seq, Count: uint64(count), DType: dt, Op: op}
 					err := algotest.OnEveryRank(ts, func(ctx context.Context, r int, tr transport.Transport) error {
 						// Broadcast.
-						want := fill(dt, op, count, seq, root)
-						buf := poisoned(len(want))
+						want := algotest.Input(dt, op, count, seq, root)
+						buf := algotest.Poisoned(len(want))
 						if r == root {
 							copy(buf, want)
 						}
@@ -55,8 +41,8 @@ func testTree(t *testing.T, world algotest.World, sizes, counts []int) {
 							return fmt.Errorf("broadcast: %d wrong", w)
 						}
 						// Reduce.
-						send := fill(dt, op, count, seq, r)
-						recv := poisoned(len(send))
+						send := algotest.Input(dt, op, count, seq, r)
+						recv := algotest.Poisoned(len(send))
 						if err := binomial.Reduce(ctx, tr, h, send, recv, root); err != nil {
 							return err
 						}
@@ -69,11 +55,11 @@ func testTree(t *testing.T, world algotest.World, sizes, counts []int) {
 						// Gather, then scatter the gathered array back.
 						var all []byte
 						for k := range n {
-							all = append(all, fill(dt, op, count, seq, k)...)
+							all = append(all, algotest.Input(dt, op, count, seq, k)...)
 						}
 						var got []byte
 						if r == root {
-							got = poisoned(n * count * es)
+							got = algotest.Poisoned(n * count * es)
 						}
 						if err := binomial.Gather(ctx, tr, h, send, got, root); err != nil {
 							return err
@@ -83,7 +69,7 @@ func testTree(t *testing.T, world algotest.World, sizes, counts []int) {
 								return fmt.Errorf("gather: %d wrong", w)
 							}
 						}
-						mine := poisoned(count * es)
+						mine := algotest.Poisoned(count * es)
 						if err := binomial.Scatter(ctx, tr, h, got, mine, root); err != nil {
 							return err
 						}

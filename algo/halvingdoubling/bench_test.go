@@ -23,19 +23,12 @@ func BenchmarkAllReduce(b *testing.B) {
 		{"halvingdoubling", halvingdoubling.AllReduce},
 		{"ring", ring.AllReduce},
 	}
-	worlds := []struct {
-		name string
-		fn   algotest.World
-	}{
-		{"mem", algotest.MemWorld},
-		{"tcp", algotest.TCPWorld},
-	}
-	for _, w := range worlds {
+	for _, w := range algotest.BenchWorlds() {
 		for _, n := range []int{2, 3, 4} {
 			for _, size := range []int{8, 4 << 10, 64 << 10, 1 << 20, 16 << 20} {
 				for _, a := range algos {
-					name := fmt.Sprintf("transport=%s/ranks=%d/bytes=%d/algo=%s", w.name, n, size, a.name)
-					b.Run(name, func(b *testing.B) { benchAllReduce(b, w.fn, a.fn, n, size) })
+					name := fmt.Sprintf("transport=%s/ranks=%d/bytes=%d/algo=%s", w.Name, n, size, a.name)
+					b.Run(name, func(b *testing.B) { benchAllReduce(b, w.World, a.fn, n, size) })
 				}
 			}
 		}
@@ -58,15 +51,12 @@ func BenchmarkCrossover(b *testing.B) {
 		{"doubling", doublingOnly},
 		{"rabenseifner", rabenseifnerOnly},
 	}
-	for _, w := range []struct {
-		name string
-		fn   algotest.World
-	}{{"mem", algotest.MemWorld}, {"tcp", algotest.TCPWorld}} {
+	for _, w := range algotest.BenchWorlds() {
 		for _, n := range []int{4, 8} {
 			for _, size := range []int{4 << 10, 16 << 10, 32 << 10, 64 << 10, 256 << 10} {
 				for _, s := range subs {
-					name := fmt.Sprintf("transport=%s/ranks=%d/bytes=%d/algo=%s", w.name, n, size, s.name)
-					b.Run(name, func(b *testing.B) { benchAllReduce(b, w.fn, s.cfg.AllReduce, n, size) })
+					name := fmt.Sprintf("transport=%s/ranks=%d/bytes=%d/algo=%s", w.Name, n, size, s.name)
+					b.Run(name, func(b *testing.B) { benchAllReduce(b, w.World, s.cfg.AllReduce, n, size) })
 				}
 			}
 		}

@@ -47,10 +47,7 @@ func allGatherOnce(c ring.Config, ts []transport.Transport, seq uint64, dt reduc
 	}
 	h := transport.Header{Seq: seq, Count: uint64(total), Root: -1, Coll: transport.CollAllGather, DType: dt}
 	return algotest.OnEveryRank(ts, func(ctx context.Context, r int, tr transport.Transport) error {
-		recv := make([]byte, total*es)
-		for i := range recv {
-			recv[i] = 0xA5
-		}
+		recv := algotest.Poisoned(total * es)
 		lo := sum(counts[:r]) * es
 		send := recv[lo : lo+counts[r]*es]
 		if !inPlace {

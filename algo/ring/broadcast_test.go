@@ -37,13 +37,9 @@ func broadcastOnce(c ring.Config, ts []transport.Transport, seq uint64, root, le
 	verify.Fill(reduce.Uint8, reduce.Sum, want, seq, root)
 	h := transport.Header{Seq: seq, Count: uint64(length), Coll: transport.CollBroadcast, DType: reduce.Uint8}
 	return algotest.OnEveryRank(ts, func(ctx context.Context, r int, tr transport.Transport) error {
-		buf := make([]byte, length)
+		buf := algotest.Poisoned(length)
 		if r == root {
 			copy(buf, want)
-		} else {
-			for i := range buf {
-				buf[i] = 0xA5
-			}
 		}
 		if err := c.Broadcast(ctx, tr, h, buf, root); err != nil {
 			return err

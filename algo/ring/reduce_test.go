@@ -31,10 +31,7 @@ func testReduce(t *testing.T, c ring.Config, world algotest.World, sizes, counts
 							verify.Fill(dt, op, send, seq, r)
 							var recv []byte
 							if r == root {
-								recv = make([]byte, len(send))
-								for i := range recv {
-									recv[i] = 0xA5
-								}
+								recv = algotest.Poisoned(len(send))
 								if inPlace {
 									recv = send
 								}

@@ -111,10 +111,7 @@ func reduceScatterOnce(c ring.Config, ts []transport.Transport, seq uint64, dt r
 		hi := lo + counts[r]*es
 		recv := send[lo:hi]
 		if !inPlace {
-			recv = make([]byte, hi-lo)
-			for i := range recv {
-				recv[i] = 0xA5
-			}
+			recv = algotest.Poisoned(hi - lo)
 		}
 		if err := c.ReduceScatter(ctx, tr, h, send, recv, counts); err != nil {
 			return err

@@ -1,0 +1,24 @@
+package algotest
+
+import (
+	"github.com/collkit/collkit/reduce"
+	"github.com/collkit/collkit/verify"
+)
+
+// Input is rank's seeded input of count elements of dt (verify.Fill), so
+// that any reduction of the inputs of all ranks is exactly verify.Expect.
+func Input(dt reduce.DType, op reduce.Op, count int, seed uint64, rank int) []byte {
+	b := make([]byte, count*dt.Size())
+	verify.Fill(dt, op, b, seed, rank)
+	return b
+}
+
+// Poisoned is an output buffer of n bytes of 0xA5, a pattern no correct
+// result has everywhere, so a collective that writes nothing is caught.
+func Poisoned(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = 0xA5
+	}
+	return b
+}
