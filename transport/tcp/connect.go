@@ -215,6 +215,7 @@ func (t *Transport) connect(ctx context.Context, store bootstrap.Store, peers []
 				for s, c := range m.conns[r] {
 					pr.streams[s] = newStream(c)
 					pr.streams[s].spin = t.cfg.SpinWait
+					pr.streams[s].known = &pr.notice
 				}
 				peers[r] = pr
 			}

@@ -141,20 +141,9 @@ func (t *Transport) Dead() []int {
 			continue
 		}
 		if pr.broken.Load() {
-			continue // closed here; nothing left to look at
+			continue // closed here; fail looked before it closed them
 		}
-		// Dead when some stream ended and none carries a notice: an
-		// aborting peer sends its notice on one stream and closes them all.
-		died := false
-		for _, s := range pr.streams {
-			st, _ := s.peek()
-			if st == peerAborted {
-				died = false
-				break
-			}
-			died = died || st == peerDied
-		}
-		if died {
+		if _, died := pr.inspect(); died {
 			dead = append(dead, pr.rank)
 		}
 	}
@@ -169,13 +158,20 @@ const (
 	peerAborted                  // an abort notice is waiting to be read
 )
 
-// peek looks at the unread bytes of s without consuming them. For an abort
-// notice it returns the reason.
+// peekMax bounds how much unread input peek looks through for a notice.
+const peekMax = 4 << 20
+
+// peek looks at the unread bytes of s without consuming them. Messages this
+// rank has not read yet may stand before a notice (an aborting peer sends it
+// after the last whole message), so it walks the message headers of what
+// has arrived. For an abort notice it returns the reason. A peer that shut
+// its side (POLLRDHUP, which the kernel reports even with input unread)
+// with no notice among what arrived died.
 func (s *stream) peek() (peerState, string) {
 	if s.raw == nil {
 		return peerAlive, ""
 	}
-	var buf [transport.HeaderSize + transport.MaxAbortReason]byte
+	var buf []byte // made only when there is input to walk
 	state, reason := peerAlive, ""
 	// A notice may still be arriving: look again, briefly, until its
 	// reason is whole.
@@ -183,18 +179,40 @@ func (s *stream) peek() (peerState, string) {
 		partial := false
 		state, reason = peerAlive, ""
 		err := s.raw.Control(func(fd uintptr) {
-			n, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+			var one [1]byte
+			n, _, err := syscall.Recvfrom(int(fd), one[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 			switch {
 			case n == 0 && err == nil, err == syscall.ECONNRESET:
 				state = peerDied
-			case n >= transport.HeaderSize:
-				h, derr := transport.Decode(buf[:n])
-				if derr == nil && h.Coll == transport.CollAbort {
-					state = peerAborted
-					end := transport.HeaderSize + min(int(h.Len), transport.MaxAbortReason)
-					reason = string(buf[transport.HeaderSize:min(n, end)])
-					partial = n < end
+				return
+			case n <= 0:
+				return // nothing arrived: alive as far as anyone can tell
+			}
+			if buf == nil {
+				buf = make([]byte, peekMax)
+			}
+			n, _, err = syscall.Recvfrom(int(fd), buf, syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+			if err != nil || n <= 0 {
+				return
+			}
+			off := 0
+			for off+transport.HeaderSize <= n {
+				h, derr := transport.Decode(buf[off:n])
+				if derr != nil {
+					break // not a message boundary: a message this rank began reading
 				}
+				if h.Coll == transport.CollAbort {
+					state = peerAborted
+					start := off + transport.HeaderSize
+					end := start + min(int(h.Len), transport.MaxAbortReason)
+					reason = string(buf[start:min(n, end)])
+					partial = n < end
+					return
+				}
+				off += transport.HeaderSize + int(h.Len)
+			}
+			if n < len(buf) && shutDown(fd) {
+				state = peerDied // everything it sent is here, and no notice
 			}
 		})
 		if err != nil {
@@ -206,14 +224,32 @@ func (s *stream) peek() (peerState, string) {
 	}
 }
 
+// inspect peeks at every stream of pr. A notice on any stream, or one read
+// already, means pr aborted (its reason is kept for readAbort, in case
+// this rank closes a stream while reading a notice on it); otherwise pr
+// died if any stream shows it gone.
+func (pr *peer) inspect() (aborted *transport.AbortError, died bool) {
+	if r := pr.notice.Load(); r != nil {
+		return &transport.AbortError{Rank: pr.rank, Reason: *r}, false // read or seen already
+	}
+	for _, s := range pr.streams {
+		switch st, reason := s.peek(); st {
+		case peerAborted:
+			pr.notice.Store(&reason)
+			return &transport.AbortError{Rank: pr.rank, Reason: reason}, false
+		case peerDied:
+			died = true
+		}
+	}
+	return nil, died
+}
+
 // classifyGone is called when the connection to pr ended under an
 // operation: an abort notice still unread on any stream turns the error
 // into the peer's own reason; otherwise pr died.
 func (pr *peer) classifyGone() *transport.AbortError {
-	for _, s := range pr.streams {
-		if st, reason := s.peek(); st == peerAborted {
-			return &transport.AbortError{Rank: pr.rank, Reason: reason}
-		}
+	if ae, _ := pr.inspect(); ae != nil {
+		return ae
 	}
 	pr.dead.Store(true)
 	return nil
@@ -221,7 +257,7 @@ func (pr *peer) classifyGone() *transport.AbortError {
 
 // readAbort reads the rest of an abort notice whose header h is in b, with
 // the first got bytes of b read, and returns the peer's error.
-func (s *stream) readAbort(peer int, h transport.Header, b []byte, got int) error {
+func (s *stream) readAbort(peer int, h transport.Header, b []byte, got int, known *atomic.Pointer[string]) error {
 	if h.Len > transport.MaxAbortReason {
 		return errors.Join(transport.ErrBadFrame, errors.New("abort notice too long"))
 	}
@@ -234,6 +270,15 @@ func (s *stream) readAbort(peer int, h transport.Header, b []byte, got int) erro
 		if err != nil {
 			break
 		}
+	}
+	if n < want {
+		// Cut short: this rank closed the stream (another stream of the
+		// peer failed). The peer sent the same reason on its other
+		// streams, where inspect may have read it.
+		if r := known.Load(); r != nil {
+			return &transport.AbortError{Rank: peer, Reason: *r}
+		}
+		return &transport.AbortError{Rank: peer, Reason: string(buf[transport.HeaderSize:n]) + " (cut off: this rank closed the connection while reading it)"}
 	}
 	return &transport.AbortError{Rank: peer, Reason: string(buf[transport.HeaderSize:n])}
 }

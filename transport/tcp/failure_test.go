@@ -103,3 +103,45 @@ func TestMismatchNotice(t *testing.T) {
 		t.Fatalf("sender: %v, want rank 1's notice about the mismatch", err)
 	}
 }
+
+// What a peer sent before it went is read past: a rank that exits after a
+// message this rank has not read yet is dead, one that aborts after it is
+// not, and its notice still arrives after the message.
+func TestDeadOrAbortedBehindUnreadInput(t *testing.T) {
+	for _, abort := range []bool{false, true} {
+		ts := newWorld(t, 2, nil, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := ts[1].Send(ctx, 0, hdr(3), []byte("unread payload")); err != nil {
+			t.Fatal(err)
+		}
+		if abort {
+			ts[1].Abort("rank 1 gave up: testing")
+		} else {
+			ts[1].Close()
+		}
+		// The close reaches rank 0 through loopback: wait for it to
+		// show, as a deadline, not a sleep.
+		var dead []int
+		for end := time.Now().Add(5 * time.Second); time.Now().Before(end); {
+			if dead = ts[0].Dead(); len(dead) > 0 || abort {
+				break
+			}
+		}
+		if abort {
+			if len(dead) != 0 {
+				t.Errorf("aborted with input unread: Dead() = %v, want none", dead)
+			}
+			got := make([]byte, len("unread payload"))
+			if err := ts[0].Recv(ctx, 1, hdr(3), got); err != nil || string(got) != "unread payload" {
+				t.Fatalf("the message before the notice: %q, %v", got, err)
+			}
+			var ae *transport.AbortError
+			if err := ts[0].Recv(ctx, 1, hdr(4), make([]byte, 8)); !errors.As(err, &ae) || ae.Reason != "rank 1 gave up: testing" {
+				t.Fatalf("after the message: %v, want rank 1's notice", err)
+			}
+		} else if !slices.Equal(dead, []int{1}) {
+			t.Errorf("closed with input unread: Dead() = %v, want [1]", dead)
+		}
+	}
+}

@@ -95,8 +95,9 @@ type stream struct {
 	rdlOK     bool
 	rfired    chan struct{}
 	rabortFn  func()
-	notice    []byte           // the start of an abort notice, once one arrived
-	noticeHdr transport.Header // its header
+	notice    []byte                  // the start of an abort notice, once one arrived
+	known     *atomic.Pointer[string] // the peer's abort reason, when found on another stream
+	noticeHdr transport.Header        // its header
 }
 
 // poll waits for the next message by polling the socket for up to s.spin,
@@ -137,6 +138,7 @@ func newStream(c net.Conn) *stream {
 		rbuf:   make([]byte, transport.HeaderSize+smallMax),
 		wfired: make(chan struct{}, 1),
 		rfired: make(chan struct{}, 1),
+		known:  new(atomic.Pointer[string]), // the peer's own, once connected
 	}
 	// The raw socket, for polling and peeking: under TLS it carries
 	// ciphertext, so peeking tells only whether the peer hung up.
@@ -307,7 +309,7 @@ func (s *stream) recv(ctx context.Context, peer int, want transport.Header, p []
 		// context may be ending because of this very abort.
 		s.conn.SetReadDeadline(time.Now().Add(time.Second))
 		s.rdlOK = false
-		err = s.readAbort(peer, s.noticeHdr, s.notice, len(s.notice))
+		err = s.readAbort(peer, s.noticeHdr, s.notice, len(s.notice), s.known)
 	}
 	return n, err
 }

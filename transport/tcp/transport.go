@@ -188,7 +188,8 @@ type peer struct {
 	streams []*stream
 
 	broken    atomic.Bool
-	dead      atomic.Bool // closed by the peer without an abort notice
+	dead      atomic.Bool            // closed by the peer without an abort notice
+	notice    atomic.Pointer[string] // an abort reason inspect found
 	errMu     sync.Mutex
 	err       error // the first error that broke the connections
 	closeOnce sync.Once
@@ -231,6 +232,14 @@ func (pr *peer) fail(err error) {
 		pr.err = err
 	}
 	pr.errMu.Unlock()
+	// Once the sockets are closed here, nothing is left to look at: note
+	// now whether the peer died (Dead reports it), whatever broke the
+	// connection on this side.
+	if !pr.dead.Load() {
+		if _, died := pr.inspect(); died {
+			pr.dead.Store(true)
+		}
+	}
 	pr.broken.Store(true)
 	pr.closeConns()
 }
@@ -280,6 +289,7 @@ func (pr *peer) failed(ctx context.Context, op string, moved int, err error) err
 		}
 	case errors.As(err, &ae):
 		perr.Err = err
+		pr.notice.CompareAndSwap(nil, &ae.Reason)
 	case errors.Is(err, transport.ErrBadFrame):
 		perr.Err = fmt.Errorf("%w; the bytes from rank %d are out of step: it is not a collkit rank of this version, "+
 			"or an earlier operation was cut short", err, pr.rank)
