@@ -167,11 +167,13 @@ const peekMax = 4 << 20
 // has arrived. For an abort notice it returns the reason. A peer that shut
 // its side (POLLRDHUP, which the kernel reports even with input unread)
 // with no notice among what arrived died.
-func (s *stream) peek() (peerState, string) {
+//
+// buf holds the input looked at; it is made (peekMax bytes) only when
+// there is input to walk, and kept for the caller's next peek.
+func (s *stream) peek(buf *[]byte) (peerState, string) {
 	if s.raw == nil {
 		return peerAlive, ""
 	}
-	var buf []byte // made only when there is input to walk
 	state, reason := peerAlive, ""
 	// A notice may still be arriving: look again, briefly, until its
 	// reason is whole.
@@ -188,9 +190,10 @@ func (s *stream) peek() (peerState, string) {
 			case n <= 0:
 				return // nothing arrived: alive as far as anyone can tell
 			}
-			if buf == nil {
-				buf = make([]byte, peekMax)
+			if *buf == nil {
+				*buf = make([]byte, peekMax)
 			}
+			buf := *buf
 			n, _, err = syscall.Recvfrom(int(fd), buf, syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 			if err != nil || n <= 0 {
 				return
@@ -229,11 +232,12 @@ func (s *stream) peek() (peerState, string) {
 // this rank closes a stream while reading a notice on it); otherwise pr
 // died if any stream shows it gone.
 func (pr *peer) inspect() (aborted *transport.AbortError, died bool) {
+	var buf []byte // shared by the streams' peeks
 	if r := pr.notice.Load(); r != nil {
 		return &transport.AbortError{Rank: pr.rank, Reason: *r}, false // read or seen already
 	}
 	for _, s := range pr.streams {
-		switch st, reason := s.peek(); st {
+		switch st, reason := s.peek(&buf); st {
 		case peerAborted:
 			pr.notice.Store(&reason)
 			return &transport.AbortError{Rank: pr.rank, Reason: reason}, false
