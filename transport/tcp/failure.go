@@ -233,6 +233,13 @@ func (s *stream) peek(buf *[]byte) (peerState, string) {
 // died if any stream shows it gone.
 func (pr *peer) inspect() (aborted *transport.AbortError, died bool) {
 	var buf []byte // shared by the streams' peeks
+	// A stream reading a notice has consumed its header: wait (its read has
+	// a deadline of a second) for the reason it reads.
+	for _, s := range pr.streams {
+		for end := time.Now().Add(2 * time.Second); s.noticing.Load() && pr.notice.Load() == nil && time.Now().Before(end); {
+			runtime.Gosched()
+		}
+	}
 	if r := pr.notice.Load(); r != nil {
 		return &transport.AbortError{Rank: pr.rank, Reason: *r}, false // read or seen already
 	}
@@ -275,16 +282,18 @@ func (s *stream) readAbort(peer int, h transport.Header, b []byte, got int, know
 			break
 		}
 	}
-	if n < want {
-		// Cut short: this rank closed the stream (another stream of the
-		// peer failed). The peer sent the same reason on its other
-		// streams, where inspect may have read it.
-		if r := known.Load(); r != nil {
-			return &transport.AbortError{Rank: peer, Reason: *r}
-		}
-		return &transport.AbortError{Rank: peer, Reason: string(buf[transport.HeaderSize:n]) + " (cut off: this rank closed the connection while reading it)"}
+	if n == want {
+		reason := string(buf[transport.HeaderSize:n])
+		known.CompareAndSwap(nil, &reason)
+		return &transport.AbortError{Rank: peer, Reason: reason}
 	}
-	return &transport.AbortError{Rank: peer, Reason: string(buf[transport.HeaderSize:n])}
+	// Cut short (the peer went before the reason was whole, or this rank
+	// closed the stream): the peer sent the same reason on its other
+	// streams, where inspect may have read it.
+	if r := known.Load(); r != nil {
+		return &transport.AbortError{Rank: peer, Reason: *r}
+	}
+	return &transport.AbortError{Rank: peer, Reason: string(buf[transport.HeaderSize:n]) + " (cut off)"}
 }
 
 // errNotice tells stream.recv that an abort notice arrived in place of the

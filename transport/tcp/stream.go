@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -96,7 +97,10 @@ type stream struct {
 	rfired    chan struct{}
 	rabortFn  func()
 	notice    []byte                  // the start of an abort notice, once one arrived
-	known     *atomic.Pointer[string] // the peer's abort reason, when found on another stream
+	known     *atomic.Pointer[string] // the peer's abort reason, once found on any stream
+	noticing  atomic.Bool             // readNotice is reading a reason; see close
+	closeMu   sync.Mutex              // orders close with readNotice
+	closed    bool                    // close was called
 	noticeHdr transport.Header        // its header
 }
 
@@ -305,13 +309,41 @@ func (s *stream) recv(ctx context.Context, peer int, want transport.Header, p []
 		s.disarmRead(stop)
 	}
 	if err == errNotice {
-		// Read the peer's reason with a deadline of its own: the caller's
-		// context may be ending because of this very abort.
-		s.conn.SetReadDeadline(time.Now().Add(time.Second))
-		s.rdlOK = false
-		err = s.readAbort(peer, s.noticeHdr, s.notice, len(s.notice), s.known)
+		err = s.readNotice(peer)
 	}
 	return n, err
+}
+
+// readNotice reads the reason of the abort notice whose header recv found,
+// with a deadline of its own (the caller's context may be ending because
+// of this very abort). Meanwhile close leaves the socket open, so that a
+// failing sibling stream of the same peer cannot cut the reason off; the
+// socket closes when the reason is in.
+func (s *stream) readNotice(peer int) error {
+	s.closeMu.Lock()
+	s.noticing.Store(!s.closed)
+	s.closeMu.Unlock()
+	s.conn.SetReadDeadline(time.Now().Add(time.Second))
+	s.rdlOK = false
+	err := s.readAbort(peer, s.noticeHdr, s.notice, len(s.notice), s.known)
+	s.closeMu.Lock()
+	if s.noticing.Load() && s.closed {
+		s.conn.Close()
+	}
+	s.noticing.Store(false)
+	s.closeMu.Unlock()
+	return err
+}
+
+// close closes the socket, or leaves that to readNotice while it reads a
+// notice's reason.
+func (s *stream) close() {
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	s.closed = true
+	if !s.noticing.Load() {
+		s.conn.Close()
+	}
 }
 
 // recvSmall reads header and payload with as few reads as the socket

@@ -247,7 +247,7 @@ func (pr *peer) fail(err error) {
 func (pr *peer) closeConns() {
 	pr.closeOnce.Do(func() {
 		for _, s := range pr.streams {
-			s.conn.Close()
+			s.close()
 		}
 	})
 }
