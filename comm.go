@@ -437,9 +437,6 @@ func (c *Comm) fail(err error) error {
 	fe := c.diagnose(err)
 	c.err = fe
 	c.abort(fe)
-	if c.intra != nil {
-		c.intra.Close()
-	}
 	return fe
 }
 

@@ -83,11 +83,6 @@ func (c *Comm) diagnose(err error) *FailureError {
 // abort tells the peers why this rank gives up, when the transport can, and
 // closes it, so that no peer waits on this rank until its timeout.
 func (c *Comm) abort(fe *FailureError) {
-	a, ok := c.t.(transport.Aborter)
-	if !ok {
-		c.t.Close()
-		return
-	}
 	reason := fe.Err.Error()
 	var ae *transport.AbortError
 	if errors.As(fe.Err, &ae) {
@@ -99,5 +94,11 @@ func (c *Comm) abort(fe *FailureError) {
 		reason = fmt.Sprintf("%s died (its connection to rank %d closed without an abort notice); rank %d's own error: %s",
 			ranks(fe.Dead), c.Rank(), c.Rank(), reason)
 	}
-	a.Abort(reason)
+	for _, t := range []transport.Transport{c.t, c.intra} { // c.intra: shared memory inside the node
+		if a, ok := t.(transport.Aborter); ok {
+			a.Abort(reason)
+		} else if t != nil {
+			t.Close()
+		}
+	}
 }

@@ -25,7 +25,8 @@ import (
 //	                bytes, pid; then on cache lines of their own: closed,
 //	                arrive (barrier counter), bwait (barrier futex); then
 //	                the native all-reduce's two call slots (barrier word,
-//	                header, small payload), alternating
+//	                header, small payload), alternating; the owner's abort
+//	                reason
 //	ctrl pages      one 256-byte control block per sender rank:
 //	                head, tail, cwait, pwait, each on its own cache line
 //	ring data       RingBytes per sender rank (the owner's slot unused)
@@ -45,7 +46,8 @@ const (
 	offClosed      = 64
 	offArrive      = 128
 	offBwait       = 192
-	offSlots       = 256 // two of slotBytes
+	offSlots       = 256  // two of slotBytes
+	offReason      = 1024 // u32 length, then an abort reason of up to transport.MaxAbortReason bytes
 	slotBytes      = 256
 
 	pageBytes = 4096

@@ -4,8 +4,10 @@ package shm_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/collkit/collkit/transport"
 	"github.com/collkit/collkit/transport/shm"
@@ -44,4 +46,23 @@ func testDir(t testing.TB) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
+}
+
+// A rank that aborts leaves its reason in its segment: a peer waiting on it
+// gets a *transport.AbortError quoting it, not a bare "closed".
+func TestAbortReasonReachesPeer(t *testing.T) {
+	ts := world(shm.Config{})(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	errc := make(chan error, 1)
+	h := transport.Header{Seq: 1, Count: 2, Root: -1, Coll: transport.CollAllReduce}
+	go func() { errc <- ts[1].Recv(ctx, 0, h, make([]byte, 8)) }()
+	if err := ts[0].(transport.Aborter).Abort("rank 0 gave up: rank 5 died"); err != nil {
+		t.Fatal(err)
+	}
+	err := <-errc
+	var ae *transport.AbortError
+	if !errors.As(err, &ae) || ae.Rank != 0 || ae.Reason != "rank 0 gave up: rank 5 died" || !errors.Is(err, transport.ErrPeerGone) {
+		t.Fatalf("Recv from an aborted rank: %v, want its reason", err)
+	}
 }

@@ -18,6 +18,7 @@ var (
 	_ transport.Transport        = (*Transport)(nil)
 	_ transport.Buffered         = (*Transport)(nil)
 	_ transport.NativeAllReducer = (*Transport)(nil)
+	_ transport.Aborter          = (*Transport)(nil)
 )
 
 // errClosed stops a wait because this transport was closed.
@@ -162,10 +163,36 @@ func (pr *peer) brokenErr(op string) error {
 		Err: fmt.Errorf("link unusable after an earlier error; close the transport: %w", pr.err)}
 }
 
+// Abort leaves reason (cut to transport.MaxAbortReason bytes) in this
+// rank's segment, where a peer that finds it closed reads it, and closes.
+func (t *Transport) Abort(reason string) error {
+	if t.connected.Load() && !t.closed.Load() {
+		own := t.segs[t.cfg.Rank]
+		reason = reason[:min(len(reason), transport.MaxAbortReason)]
+		copy(own.mem[offReason+4:], reason)
+		raceSync()
+		own.u32(offReason).Store(uint32(len(reason))) // before Close sets the closed flag
+	}
+	return t.Close()
+}
+
+// abortReason is what the owner of s said when it aborted, if it did.
+func (s *segment) abortReason() (string, bool) {
+	n := int(s.u32(offReason).Load())
+	if n == 0 || n > transport.MaxAbortReason {
+		return "", false
+	}
+	raceSync()
+	return string(s.mem[offReason+4 : offReason+4+n]), true
+}
+
 // gone is the error of a peer that closed or died, or nil while it lives.
 // live asks for the (slower) process check too.
 func (pr *peer) gone(live bool) error {
 	if pr.seg.closed() {
+		if reason, ok := pr.seg.abortReason(); ok {
+			return &transport.AbortError{Rank: pr.rank, Reason: reason}
+		}
 		return fmt.Errorf("%w: rank %d (pid %d) closed its transport: it finished, or aborted after an error of its own",
 			transport.ErrPeerGone, pr.rank, pr.pid)
 	}
