@@ -50,11 +50,7 @@ func connectNCCL(ctx context.Context, env bootstrap.Env, store bootstrap.Store, 
 		return nil, fmt.Errorf("%w: algorithm %q over nccl: NCCL runs its own ring or tree; use --algo ring or tree", ErrBadArgument, algo)
 	}
 	t, err := nccl.New(nccl.Config{Rank: env.Rank, Size: env.Size, LocalRank: env.LocalRank, Name: env.JobID, Algo: algo})
-	if err != nil {
-		return nil, err
-	}
-	if err := t.Connect(ctx, store); err != nil {
-		t.Close()
+	if err := connect(ctx, store, t, err); err != nil {
 		return nil, err
 	}
 	return t, nil

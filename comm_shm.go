@@ -51,11 +51,7 @@ func shmAvailable() error {
 // through store under prefix.
 func connectShm(ctx context.Context, store bootstrap.Store, rank, size int, jobID, prefix string) (*shm.Transport, error) {
 	t, err := shm.New(shm.Config{Rank: rank, Size: size, JobID: jobID, Prefix: prefix})
-	if err != nil {
-		return nil, err
-	}
-	if err := t.Connect(ctx, store); err != nil {
-		t.Close()
+	if err := connect(ctx, store, t, err); err != nil {
 		return nil, err
 	}
 	return t, nil

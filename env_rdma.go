@@ -20,11 +20,7 @@ func connectRDMA(ctx context.Context, env bootstrap.Env, store bootstrap.Store, 
 		Interface: ifname,
 		SpinWait:  opts.SpinWait,
 	})
-	if err != nil {
-		return nil, err
-	}
-	if err := t.Connect(ctx, store); err != nil {
-		t.Close()
+	if err := connect(ctx, store, t, err); err != nil {
 		return nil, err
 	}
 	return t, nil

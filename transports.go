@@ -99,12 +99,24 @@ func connectTCP(ctx context.Context, env bootstrap.Env, store bootstrap.Store, o
 		Streams:  opts.Streams,
 		SpinWait: opts.SpinWait,
 	})
-	if err != nil {
-		return nil, err
-	}
-	if err := t.Connect(ctx, store); err != nil {
-		t.Close()
+	if err := connect(ctx, store, t, err); err != nil {
 		return nil, err
 	}
 	return t, nil
+}
+
+// connect connects t, just made by a transport's New with err, through
+// store, closing it when that fails; it returns New's error or Connect's.
+func connect(ctx context.Context, store bootstrap.Store, t interface {
+	Connect(context.Context, bootstrap.Store) error
+	Close() error
+}, err error) error {
+	if err != nil {
+		return err
+	}
+	if err := t.Connect(ctx, store); err != nil {
+		t.Close()
+		return err
+	}
+	return nil
 }

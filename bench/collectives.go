@@ -117,11 +117,7 @@ var collectives = map[string]collective{
 			return x.c.AllGather(ctx, x.cfg.DType, send, recv)
 		},
 		want: func(x *call, seed uint64, recv []byte) ([]byte, []byte) {
-			var w []byte
-			for k := range x.n {
-				w = append(w, fillRank(x, seed, k, x.count/x.n)...)
-			}
-			return w, recv
+			return gathered(x, seed), recv
 		},
 	},
 	"reducescatter": {
@@ -171,11 +167,7 @@ var collectives = map[string]collective{
 			if x.r != x.root {
 				return nil, nil
 			}
-			var w []byte
-			for k := range x.n {
-				w = append(w, fillRank(x, seed, k, x.count/x.n)...)
-			}
-			return w, recv
+			return gathered(x, seed), recv
 		},
 	},
 	"scatter": {
@@ -320,3 +312,13 @@ func checkColl(ctx context.Context, x *call, cfg Config, spec collective, inPlac
 
 // IsCollective reports whether name is one of Collectives.
 func IsCollective(name string) bool { return slices.Contains(Collectives(), name) }
+
+// gathered is every rank's block of inputs, in rank order: what an
+// all-gather leaves on every rank and a gather on the root.
+func gathered(x *call, seed uint64) []byte {
+	var w []byte
+	for k := range x.n {
+		w = append(w, fillRank(x, seed, k, x.count/x.n)...)
+	}
+	return w
+}
