@@ -230,6 +230,8 @@ type Comm struct {
 	timeoutCtx    timeoutCtx          // reused by withTimeout; guarded by mu
 	timeoutErr    error               // made once by timeoutCause; guarded by mu
 
+	eng engine // order of operations, concurrent-use checks (comm_async.go)
+
 	mu     sync.Mutex // one collective at a time; guards seq, err, t and p2pSeq
 	seq    uint64
 	err    error
@@ -285,18 +287,20 @@ func (c *Comm) Algorithm() string { return algorithmNames[c.algo] }
 // SetAlgorithm switches the all-reduce algorithm. Every rank must switch at
 // the same point in its sequence of collectives.
 func (c *Comm) SetAlgorithm(name string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	id, err := findAlgorithm(name)
 	if err != nil {
 		return fmt.Errorf("collkit: rank %d: %w", c.Rank(), err)
 	}
-	run, err := c.algorithm(id)
-	if err != nil {
-		return fmt.Errorf("collkit: rank %d: %w", c.Rank(), err)
-	}
-	c.algo, c.run = id, run
-	return nil
+	// In turn with the operations started before it, which keep the
+	// algorithm they were started under.
+	return c.call(context.Background(), &nameSetAlgorithm, func(context.Context) error {
+		run, err := c.algorithm(id)
+		if err != nil {
+			return fmt.Errorf("collkit: rank %d: %w", c.Rank(), err)
+		}
+		c.algo, c.run = id, run
+		return nil
+	}, nil)
 }
 
 // Nodes returns the node of every rank, as the hierarchical algorithm groups
@@ -327,11 +331,32 @@ func (c *Comm) Close() error {
 // dt.Size(); recv may be send itself (in place).
 func (c *Comm) AllReduce(ctx context.Context, dt DType, op Op, send, recv []byte) error {
 	if err := checkBuffers(dt, op, send, recv); err != nil {
-		return fmt.Errorf("collkit: rank %d: allreduce: %w", c.Rank(), err)
+		return c.call(ctx, &nameAllReduce, nil, fmt.Errorf("collkit: rank %d: allreduce: %w", c.Rank(), err))
 	}
+	if err := c.enter(&nameAllReduce); err != nil {
+		return err
+	}
+	if c.eng.pending.Load() > 0 {
+		w := c.submit(ctx, &nameAllReduce, func(ctx context.Context) error { return c.allReduce(ctx, dt, op, send, recv) })
+		<-w.done
+		return c.exit(w.err)
+	}
+	// The common case, inline: no closure, no goroutine hand-off.
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.allReduce(ctx, dt, op, send, recv)
+	err := c.allReduce(ctx, dt, op, send, recv)
+	c.mu.Unlock()
+	return c.exit(err)
+}
+
+// AllReduceAsync starts an all-reduce (see AllReduce) and returns at once;
+// see Work for when its buffers may be touched and how operations are
+// ordered.
+func (c *Comm) AllReduceAsync(ctx context.Context, dt DType, op Op, send, recv []byte) *Work {
+	var argErr error
+	if err := checkBuffers(dt, op, send, recv); err != nil {
+		argErr = fmt.Errorf("collkit: rank %d: allreduce: %w", c.Rank(), err)
+	}
+	return c.start(ctx, &nameAllReduce, func(ctx context.Context) error { return c.allReduce(ctx, dt, op, send, recv) }, argErr)
 }
 
 // allReduce runs a checked all-reduce. The caller holds c.mu.
@@ -378,7 +403,7 @@ func explain(ctx context.Context, err error) error {
 		return err
 	}
 	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
-		return fmt.Errorf("%w (%v)", err, cause)
+		return fmt.Errorf("%w (%w)", err, cause)
 	}
 	return err
 }
@@ -387,6 +412,11 @@ func explain(ctx context.Context, err error) error {
 // itself (in place). For float16 and bfloat16 data use Comm.AllReduce.
 func AllReduce[T float32 | float64 | int32 | int64 | uint8](ctx context.Context, c *Comm, send, recv []T, op Op) error {
 	return c.AllReduce(ctx, dtypeOf[T](), op, reduce.Bytes(send), reduce.Bytes(recv))
+}
+
+// AllReduceAsync starts a typed all-reduce (see Comm.AllReduceAsync).
+func AllReduceAsync[T Element](ctx context.Context, c *Comm, send, recv []T, op Op) *Work {
+	return c.AllReduceAsync(ctx, dtypeOf[T](), op, reduce.Bytes(send), reduce.Bytes(recv))
 }
 
 func dtypeOf[T float32 | float64 | int32 | int64 | uint8]() DType {
@@ -424,6 +454,9 @@ func checkBuffers(dt DType, op Op, send, recv []byte) error {
 }
 
 func (c *Comm) usable() error {
+	if m := c.eng.misuse.Load(); m != nil && c.err == nil {
+		c.fail(*m)
+	}
 	if c.err != nil {
 		return fmt.Errorf("collkit: rank %d: %w: %w", c.Rank(), ErrAborted, c.err)
 	}
@@ -441,30 +474,48 @@ func (c *Comm) fail(err error) error {
 }
 
 // Making a context with a timer costs more than an 8-byte all-reduce over
-// shared memory (about 700 ns of a 2 us call), so the timeout context made
-// for a parent is reused by the next calls with the same parent while at
-// least nine tenths of the timeout remain: a collective then fails between
-// 0.9 and 1 times the timeout after it starts. A parent cancelled since is
-// seen by the reused context as by a new one. A caller that passes a new
-// parent each time gets a new context each time. The caller holds c.mu;
-// the returned function must be called when the collective ends.
+// shared memory (about 700 ns of a 2 us call), so the context made for a
+// parent is reused by the next calls with the same parent while at least
+// nine tenths of the timeout remain: a collective then fails between 0.9
+// and 1 times the timeout after it starts. A parent cancelled since is seen
+// by the reused context as by a new one. A caller that passes a new parent
+// each time gets a new context each time. The context can also be
+// cancelled by a concurrent caller (see Comm.enter), so that a call that
+// was overlapped fails rather than pairs with the wrong call of a peer. The
+// caller holds c.mu; the returned function must be called when the
+// collective ends.
 func (c *Comm) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok || c.timeout < 0 {
-		return ctx, func() {}
-	}
+	_, hasDeadline := ctx.Deadline()
+	timed := !hasDeadline && c.timeout >= 0
 	if !reflect.TypeOf(ctx).Comparable() {
-		return context.WithDeadlineCause(ctx, time.Now().Add(c.timeout), c.timeoutCause())
+		var tc timeoutCtx
+		tc.make(c, ctx, timed)
+		return tc.ctx, tc.cancel
 	}
 	tc := &c.timeoutCtx
 	// time.Until reads only the monotonic clock: half the cost of time.Now.
-	if tc.ctx == nil || tc.parent != ctx || time.Until(tc.deadline) < c.timeout-c.timeout/10 || tc.ctx.Err() != nil {
+	if tc.ctx == nil || tc.parent != ctx || tc.ctx.Err() != nil || tc.timed != timed ||
+		(timed && time.Until(tc.deadline) < c.timeout-c.timeout/10) {
 		if tc.cancel != nil {
 			tc.cancel()
 		}
-		tc.parent, tc.deadline = ctx, time.Now().Add(c.timeout)
-		tc.ctx, tc.cancel = context.WithDeadlineCause(ctx, tc.deadline, c.timeoutCause())
+		tc.make(c, ctx, timed)
 	}
 	return tc.ctx, func() {}
+}
+
+// make builds the context of a call under parent: cancellable by a
+// concurrent caller, and with the communicator's timeout if timed.
+func (tc *timeoutCtx) make(c *Comm, parent context.Context, timed bool) {
+	ctx, interrupt := context.WithCancelCause(parent)
+	c.eng.cancel.Store(&interrupt)
+	tc.parent, tc.timed, tc.ctx, tc.cancel = parent, timed, ctx, func() { interrupt(nil) }
+	if timed {
+		tc.deadline = time.Now().Add(c.timeout)
+		var cancel context.CancelFunc
+		tc.ctx, cancel = context.WithDeadlineCause(ctx, tc.deadline, c.timeoutCause())
+		tc.cancel = func() { cancel(); interrupt(nil) }
+	}
 }
 
 // timeoutCause is the error a timed-out collective reports.
@@ -478,6 +529,7 @@ func (c *Comm) timeoutCause() error {
 // timeoutCtx is the reused timeout context of withTimeout.
 type timeoutCtx struct {
 	parent   context.Context
+	timed    bool // with the communicator's timeout
 	deadline time.Time
 	ctx      context.Context
 	cancel   context.CancelFunc

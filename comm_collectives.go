@@ -112,10 +112,13 @@ func header(coll transport.Coll, dt DType, op Op, count int, root int, algo uint
 // large ones along a pipelined chain.
 func (c *Comm) Broadcast(ctx context.Context, dt DType, buf []byte, root int) error {
 	run, err := c.broadcastOp(dt, buf, root)
-	if err != nil {
-		return err
-	}
-	return c.locked(func() error { return run(ctx) })
+	return c.call(ctx, &nameBroadcast, run, err)
+}
+
+// BroadcastAsync starts a Broadcast and returns at once (see Work).
+func (c *Comm) BroadcastAsync(ctx context.Context, dt DType, buf []byte, root int) *Work {
+	run, err := c.broadcastOp(dt, buf, root)
+	return c.start(ctx, &nameBroadcast, run, err)
 }
 
 func (c *Comm) broadcastOp(dt DType, buf []byte, root int) (func(context.Context) error, error) {
@@ -150,10 +153,13 @@ func (c *Comm) broadcast(ctx context.Context, dt DType, buf []byte, root int) er
 // a binomial tree, large ones by a ring reduce-scatter and a gather.
 func (c *Comm) Reduce(ctx context.Context, dt DType, op Op, send, recv []byte, root int) error {
 	run, err := c.reduceOp(dt, op, send, recv, root)
-	if err != nil {
-		return err
-	}
-	return c.locked(func() error { return run(ctx) })
+	return c.call(ctx, &nameReduce, run, err)
+}
+
+// ReduceAsync starts a Reduce and returns at once (see Work).
+func (c *Comm) ReduceAsync(ctx context.Context, dt DType, op Op, send, recv []byte, root int) *Work {
+	run, err := c.reduceOp(dt, op, send, recv, root)
+	return c.start(ctx, &nameReduce, run, err)
 }
 
 func (c *Comm) reduceOp(dt DType, op Op, send, recv []byte, root int) (func(context.Context) error, error) {
@@ -189,10 +195,13 @@ func (c *Comm) reduceOp(dt DType, op Op, send, recv []byte, root int) (func(cont
 // recv's own block (in place). It runs a pipelined ring.
 func (c *Comm) AllGather(ctx context.Context, dt DType, send, recv []byte) error {
 	run, err := c.allGatherOp(dt, send, recv)
-	if err != nil {
-		return err
-	}
-	return c.locked(func() error { return run(ctx) })
+	return c.call(ctx, &nameAllGather, run, err)
+}
+
+// AllGatherAsync starts a AllGather and returns at once (see Work).
+func (c *Comm) AllGatherAsync(ctx context.Context, dt DType, send, recv []byte) *Work {
+	run, err := c.allGatherOp(dt, send, recv)
+	return c.start(ctx, &nameAllGather, run, err)
 }
 
 func (c *Comm) allGatherOp(dt DType, send, recv []byte) (func(context.Context) error, error) {
@@ -227,10 +236,13 @@ func (c *Comm) evenCounts(count int) []int {
 // partial results afterwards). It runs a pipelined ring.
 func (c *Comm) ReduceScatter(ctx context.Context, dt DType, op Op, send, recv []byte) error {
 	run, err := c.reduceScatterOp(dt, op, send, recv)
-	if err != nil {
-		return err
-	}
-	return c.locked(func() error { return run(ctx) })
+	return c.call(ctx, &nameReduceScatter, run, err)
+}
+
+// ReduceScatterAsync starts a ReduceScatter and returns at once (see Work).
+func (c *Comm) ReduceScatterAsync(ctx context.Context, dt DType, op Op, send, recv []byte) *Work {
+	run, err := c.reduceScatterOp(dt, op, send, recv)
+	return c.start(ctx, &nameReduceScatter, run, err)
 }
 
 func (c *Comm) reduceScatterOp(dt DType, op Op, send, recv []byte) (func(context.Context) error, error) {
@@ -258,10 +270,13 @@ func (c *Comm) reduceScatterOp(dt DType, op Op, send, recv []byte) (func(context
 // holds Size() blocks; other ranks may pass nil. It runs a binomial tree.
 func (c *Comm) Gather(ctx context.Context, dt DType, send, recv []byte, root int) error {
 	run, err := c.gatherOp(dt, send, recv, root)
-	if err != nil {
-		return err
-	}
-	return c.locked(func() error { return run(ctx) })
+	return c.call(ctx, &nameGather, run, err)
+}
+
+// GatherAsync starts a Gather and returns at once (see Work).
+func (c *Comm) GatherAsync(ctx context.Context, dt DType, send, recv []byte, root int) *Work {
+	run, err := c.gatherOp(dt, send, recv, root)
+	return c.start(ctx, &nameGather, run, err)
 }
 
 func (c *Comm) gatherOp(dt DType, send, recv []byte, root int) (func(context.Context) error, error) {
@@ -289,10 +304,13 @@ func (c *Comm) gatherOp(dt DType, send, recv []byte, root int) (func(context.Con
 // such blocks; other ranks may pass nil. It runs a binomial tree.
 func (c *Comm) Scatter(ctx context.Context, dt DType, send, recv []byte, root int) error {
 	run, err := c.scatterOp(dt, send, recv, root)
-	if err != nil {
-		return err
-	}
-	return c.locked(func() error { return run(ctx) })
+	return c.call(ctx, &nameScatter, run, err)
+}
+
+// ScatterAsync starts a Scatter and returns at once (see Work).
+func (c *Comm) ScatterAsync(ctx context.Context, dt DType, send, recv []byte, root int) *Work {
+	run, err := c.scatterOp(dt, send, recv, root)
+	return c.start(ctx, &nameScatter, run, err)
 }
 
 func (c *Comm) scatterOp(dt DType, send, recv []byte, root int) (func(context.Context) error, error) {
@@ -321,10 +339,13 @@ func (c *Comm) scatterOp(dt DType, send, recv []byte, root int) (func(context.Co
 // exchange.
 func (c *Comm) AllToAll(ctx context.Context, dt DType, send, recv []byte) error {
 	run, err := c.allToAllOp(dt, send, recv)
-	if err != nil {
-		return err
-	}
-	return c.locked(func() error { return run(ctx) })
+	return c.call(ctx, &nameAllToAll, run, err)
+}
+
+// AllToAllAsync starts a AllToAll and returns at once (see Work).
+func (c *Comm) AllToAllAsync(ctx context.Context, dt DType, send, recv []byte) *Work {
+	run, err := c.allToAllOp(dt, send, recv)
+	return c.start(ctx, &nameAllToAll, run, err)
 }
 
 func (c *Comm) allToAllOp(dt DType, send, recv []byte) (func(context.Context) error, error) {
@@ -348,10 +369,13 @@ func (c *Comm) allToAllOp(dt DType, send, recv []byte) (func(context.Context) er
 // ceil(log2 n) rounds of empty messages).
 func (c *Comm) Barrier(ctx context.Context) error {
 	run, err := c.barrierOp()
-	if err != nil {
-		return err
-	}
-	return c.locked(func() error { return run(ctx) })
+	return c.call(ctx, &nameBarrier, run, err)
+}
+
+// BarrierAsync starts a Barrier and returns at once (see Work).
+func (c *Comm) BarrierAsync(ctx context.Context) *Work {
+	run, err := c.barrierOp()
+	return c.start(ctx, &nameBarrier, run, err)
 }
 
 func (c *Comm) barrierOp() (func(context.Context) error, error) {
@@ -371,15 +395,30 @@ func Broadcast[T Element](ctx context.Context, c *Comm, buf []T, root int) error
 	return c.Broadcast(ctx, dtypeOf[T](), reduce.Bytes(buf), root)
 }
 
+// BroadcastAsync starts a typed Broadcast (see Comm.BroadcastAsync).
+func BroadcastAsync[T Element](ctx context.Context, c *Comm, buf []T, root int) *Work {
+	return c.BroadcastAsync(ctx, dtypeOf[T](), reduce.Bytes(buf), root)
+}
+
 // Reduce reduces send over all ranks with op into recv on rank root (other
 // ranks may pass a nil recv).
 func Reduce[T Element](ctx context.Context, c *Comm, send, recv []T, op Op, root int) error {
 	return c.Reduce(ctx, dtypeOf[T](), op, reduce.Bytes(send), reduce.Bytes(recv), root)
 }
 
+// ReduceAsync starts a typed Reduce (see Comm.ReduceAsync).
+func ReduceAsync[T Element](ctx context.Context, c *Comm, send, recv []T, op Op, root int) *Work {
+	return c.ReduceAsync(ctx, dtypeOf[T](), op, reduce.Bytes(send), reduce.Bytes(recv), root)
+}
+
 // AllGather gathers every rank's send into recv (Size() blocks) on every rank.
 func AllGather[T Element](ctx context.Context, c *Comm, send, recv []T) error {
 	return c.AllGather(ctx, dtypeOf[T](), reduce.Bytes(send), reduce.Bytes(recv))
+}
+
+// AllGatherAsync starts a typed AllGather (see Comm.AllGatherAsync).
+func AllGatherAsync[T Element](ctx context.Context, c *Comm, send, recv []T) *Work {
+	return c.AllGatherAsync(ctx, dtypeOf[T](), reduce.Bytes(send), reduce.Bytes(recv))
 }
 
 // ReduceScatter reduces send (Size() blocks) with op and leaves rank r's
@@ -388,9 +427,19 @@ func ReduceScatter[T Element](ctx context.Context, c *Comm, send, recv []T, op O
 	return c.ReduceScatter(ctx, dtypeOf[T](), op, reduce.Bytes(send), reduce.Bytes(recv))
 }
 
+// ReduceScatterAsync starts a typed ReduceScatter (see Comm.ReduceScatterAsync).
+func ReduceScatterAsync[T Element](ctx context.Context, c *Comm, send, recv []T, op Op) *Work {
+	return c.ReduceScatterAsync(ctx, dtypeOf[T](), op, reduce.Bytes(send), reduce.Bytes(recv))
+}
+
 // Gather collects every rank's send into recv on rank root.
 func Gather[T Element](ctx context.Context, c *Comm, send, recv []T, root int) error {
 	return c.Gather(ctx, dtypeOf[T](), reduce.Bytes(send), reduce.Bytes(recv), root)
+}
+
+// GatherAsync starts a typed Gather (see Comm.GatherAsync).
+func GatherAsync[T Element](ctx context.Context, c *Comm, send, recv []T, root int) *Work {
+	return c.GatherAsync(ctx, dtypeOf[T](), reduce.Bytes(send), reduce.Bytes(recv), root)
 }
 
 // Scatter sends block k of send on rank root to recv on rank k.
@@ -398,8 +447,18 @@ func Scatter[T Element](ctx context.Context, c *Comm, send, recv []T, root int) 
 	return c.Scatter(ctx, dtypeOf[T](), reduce.Bytes(send), reduce.Bytes(recv), root)
 }
 
+// ScatterAsync starts a typed Scatter (see Comm.ScatterAsync).
+func ScatterAsync[T Element](ctx context.Context, c *Comm, send, recv []T, root int) *Work {
+	return c.ScatterAsync(ctx, dtypeOf[T](), reduce.Bytes(send), reduce.Bytes(recv), root)
+}
+
 // AllToAll sends block k of send to rank k and receives block k of recv
 // from rank k.
 func AllToAll[T Element](ctx context.Context, c *Comm, send, recv []T) error {
 	return c.AllToAll(ctx, dtypeOf[T](), reduce.Bytes(send), reduce.Bytes(recv))
+}
+
+// AllToAllAsync starts a typed AllToAll (see Comm.AllToAllAsync).
+func AllToAllAsync[T Element](ctx context.Context, c *Comm, send, recv []T) *Work {
+	return c.AllToAllAsync(ctx, dtypeOf[T](), reduce.Bytes(send), reduce.Bytes(recv))
 }

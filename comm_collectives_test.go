@@ -269,30 +269,73 @@ func TestBarrier(t *testing.T) {
 }
 
 // Bad arguments give ErrBadArgument on the caller's rank, before anything
-// is sent, and leave the communicator usable.
+// is sent, and fail the communicator: the other ranks, making the right
+// call, fail at it quoting the bad argument instead of waiting for rank 1.
 func TestCollectiveBadArguments(t *testing.T) {
-	cs := newComms(t, algotest.MemWorld(t, 3))
-	c, ctx := cs[1], context.Background()
-	for name, err := range map[string]error{
-		"broadcast root":    c.Broadcast(ctx, Float32, make([]byte, 4), 3),
-		"broadcast dtype":   c.Broadcast(ctx, 0, nil, 0),
-		"broadcast partial": c.Broadcast(ctx, Float32, make([]byte, 6), 0),
-		"reduce op":         c.Reduce(ctx, Float32, 0, make([]byte, 4), nil, 0),
-		"reduce root recv":  c.Reduce(ctx, Float32, Sum, make([]byte, 4), make([]byte, 8), 1),
-		"allgather":         c.AllGather(ctx, Float32, make([]byte, 4), make([]byte, 8)),
-		"reducescatter":     c.ReduceScatter(ctx, Float32, Sum, make([]byte, 8), make([]byte, 4)),
-		"gather":            c.Gather(ctx, Float32, make([]byte, 4), make([]byte, 4), 1),
-		"scatter":           c.Scatter(ctx, Float32, make([]byte, 4), make([]byte, 4), 1),
-		"alltoall":          c.AllToAll(ctx, Float32, make([]byte, 8), make([]byte, 8)),
-		"send to self":      c.Send(ctx, Float32, nil, 1),
-		"recv from nobody":  c.Recv(ctx, Float32, nil, 5),
+	f4, f8 := make([]byte, 4), make([]byte, 8)
+	for _, tc := range []struct {
+		name string
+		bad  func(ctx context.Context, c *Comm) error // rank 1's call
+		good func(ctx context.Context, c *Comm) error // the others'
+	}{
+		{"broadcast root", func(ctx context.Context, c *Comm) error { return c.Broadcast(ctx, Float32, f4, 3) },
+			func(ctx context.Context, c *Comm) error { return c.Broadcast(ctx, Float32, make([]byte, 4), 0) }},
+		{"broadcast dtype", func(ctx context.Context, c *Comm) error { return c.Broadcast(ctx, 0, nil, 0) },
+			func(ctx context.Context, c *Comm) error { return c.Broadcast(ctx, Float32, make([]byte, 4), 0) }},
+		{"broadcast partial", func(ctx context.Context, c *Comm) error { return c.Broadcast(ctx, Float32, make([]byte, 6), 0) },
+			func(ctx context.Context, c *Comm) error { return c.Broadcast(ctx, Float32, make([]byte, 8), 0) }},
+		{"reduce op", func(ctx context.Context, c *Comm) error { return c.Reduce(ctx, Float32, 0, f4, nil, 0) },
+			func(ctx context.Context, c *Comm) error { return c.Reduce(ctx, Float32, Sum, make([]byte, 4), make([]byte, 4), 0) }},
+		{"reduce root recv", func(ctx context.Context, c *Comm) error { return c.Reduce(ctx, Float32, Sum, f4, f8, 1) },
+			func(ctx context.Context, c *Comm) error { return c.Reduce(ctx, Float32, Sum, make([]byte, 4), nil, 1) }},
+		{"allgather", func(ctx context.Context, c *Comm) error { return c.AllGather(ctx, Float32, f4, f8) },
+			func(ctx context.Context, c *Comm) error { return c.AllGather(ctx, Float32, make([]byte, 4), make([]byte, 12)) }},
+		{"reducescatter", func(ctx context.Context, c *Comm) error { return c.ReduceScatter(ctx, Float32, Sum, f8, f4) },
+			func(ctx context.Context, c *Comm) error {
+				return c.ReduceScatter(ctx, Float32, Sum, make([]byte, 12), make([]byte, 4))
+			}},
+		{"gather", func(ctx context.Context, c *Comm) error { return c.Gather(ctx, Float32, f4, f4, 1) },
+			func(ctx context.Context, c *Comm) error { return c.Gather(ctx, Float32, make([]byte, 4), nil, 1) }},
+		{"scatter", func(ctx context.Context, c *Comm) error { return c.Scatter(ctx, Float32, f4, f4, 1) },
+			func(ctx context.Context, c *Comm) error { return c.Scatter(ctx, Float32, nil, make([]byte, 4), 1) }},
+		{"alltoall", func(ctx context.Context, c *Comm) error { return c.AllToAll(ctx, Float32, f8, f8) },
+			func(ctx context.Context, c *Comm) error { return c.AllToAll(ctx, Float32, make([]byte, 12), make([]byte, 12)) }},
+		{"send to self", func(ctx context.Context, c *Comm) error { return c.Send(ctx, Float32, nil, 1) },
+			func(ctx context.Context, c *Comm) error { return c.Barrier(ctx) }},
+		{"recv from nobody", func(ctx context.Context, c *Comm) error { return c.Recv(ctx, Float32, nil, 5) },
+			func(ctx context.Context, c *Comm) error { return c.Barrier(ctx) }},
+		{"group", func(ctx context.Context, c *Comm) error {
+			g := c.Group()
+			g.AllReduce(Float32, Sum, f4, f8)
+			return g.Run(ctx)
+		}, func(ctx context.Context, c *Comm) error { return c.Barrier(ctx) }},
 	} {
-		if !errors.Is(err, ErrBadArgument) || !strings.Contains(err.Error(), "rank 1") {
-			t.Errorf("%s: got %v, want ErrBadArgument naming rank 1", name, err)
-		}
-	}
-	if err := onAll(cs, func(ctx context.Context, r int, c *Comm) error { return c.Barrier(ctx) }); err != nil {
-		t.Fatalf("communicator unusable after bad arguments: %v", err)
+		t.Run(tc.name, func(t *testing.T) {
+			cs := newComms(t, algotest.MemWorld(t, 3))
+			errs := make([]error, len(cs))
+			var wg sync.WaitGroup
+			for r, c := range cs {
+				wg.Go(func() {
+					// Long enough that a rank waiting for the timeout shows.
+					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+					defer cancel()
+					if r == 1 {
+						errs[r] = tc.bad(ctx, c)
+					} else {
+						errs[r] = tc.good(ctx, c)
+					}
+				})
+			}
+			wg.Wait()
+			if !errors.Is(errs[1], ErrBadArgument) || !strings.Contains(errs[1].Error(), "rank 1") {
+				t.Errorf("rank 1: got %v, want ErrBadArgument naming rank 1", errs[1])
+			}
+			for r, err := range errs {
+				if r != 1 && (err == nil || errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "invalid argument")) {
+					t.Errorf("rank %d: got %v, want an error at the call quoting rank 1's invalid argument", r, err)
+				}
+			}
+		})
 	}
 }
 

@@ -126,28 +126,39 @@ func (g *Group) addP2P(what string, send bool, dt DType, buf []byte, peer int) {
 
 // Run runs the group's operations and returns when all are done. An
 // argument error of any added operation is returned before anything runs;
-// a failure while running is fatal to the communicator, as for a single
-// collective.
+// like a failure while running, it is fatal to the communicator, so that
+// the other ranks fail at this group too.
 func (g *Group) Run(ctx context.Context) error {
+	run, err := g.op()
+	return g.c.call(ctx, &nameGroup, run, err)
+}
+
+// Start starts the group's operations and returns at once (see Work and
+// Run).
+func (g *Group) Start(ctx context.Context) *Work {
+	run, err := g.op()
+	return g.c.start(ctx, &nameGroup, run, err)
+}
+
+func (g *Group) op() (func(context.Context) error, error) {
 	if g.ran {
-		return fmt.Errorf("collkit: rank %d: %w: group already run; start a new one with Comm.Group", g.c.Rank(), ErrBadArgument)
+		return nil, fmt.Errorf("collkit: rank %d: %w: group already run; start a new one with Comm.Group", g.c.Rank(), ErrBadArgument)
 	}
 	g.ran = true
 	if g.err != nil {
-		return g.err
+		return nil, g.err
 	}
-	c := g.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := g.runReduces(ctx); err != nil {
-		return err
-	}
-	for _, run := range g.colls {
-		if err := run(ctx); err != nil {
+	return func(ctx context.Context) error {
+		if err := g.runReduces(ctx); err != nil {
 			return err
 		}
-	}
-	return g.runP2P(ctx)
+		for _, run := range g.colls {
+			if err := run(ctx); err != nil {
+				return err
+			}
+		}
+		return g.runP2P(ctx)
+	}, nil
 }
 
 // runReduces runs the all-reduces, fused by dtype and op in order of first

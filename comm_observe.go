@@ -112,8 +112,16 @@ func (c *Comm) StatsRegistry() *metrics.Registry { return c.obs.stats }
 // call it, like a collective. Without Options.Trace it returns nil and an
 // ErrBadArgument error.
 func (c *Comm) Trace(ctx context.Context) ([]tracing.Event, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	var events []tracing.Event
+	err := c.call(ctx, &nameTrace, func(ctx context.Context) (err error) {
+		events, err = c.trace(ctx)
+		return err
+	}, nil)
+	return events, err
+}
+
+// trace is Trace in its turn. The caller holds c.mu.
+func (c *Comm) trace(ctx context.Context) ([]tracing.Event, error) {
 	if c.obs.rec == nil {
 		return nil, c.badArg("trace", "the communicator was created without Options.Trace")
 	}

@@ -25,10 +25,13 @@ type p2pSeq struct{ sent, received uint64 }
 // receives concurrently.
 func (c *Comm) Send(ctx context.Context, dt DType, buf []byte, peer int) error {
 	run, err := c.sendOp(dt, buf, peer)
-	if err != nil {
-		return err
-	}
-	return c.locked(func() error { return run(ctx) })
+	return c.call(ctx, &nameSend, run, err)
+}
+
+// SendAsync starts a Send and returns at once (see Work).
+func (c *Comm) SendAsync(ctx context.Context, dt DType, buf []byte, peer int) *Work {
+	run, err := c.sendOp(dt, buf, peer)
+	return c.start(ctx, &nameSend, run, err)
 }
 
 func (c *Comm) sendOp(dt DType, buf []byte, peer int) (func(context.Context) error, error) {
@@ -46,10 +49,13 @@ func (c *Comm) sendOp(dt DType, buf []byte, peer int) (func(context.Context) err
 // length and dtype the peer sent.
 func (c *Comm) Recv(ctx context.Context, dt DType, buf []byte, peer int) error {
 	run, err := c.recvOp(dt, buf, peer)
-	if err != nil {
-		return err
-	}
-	return c.locked(func() error { return run(ctx) })
+	return c.call(ctx, &nameRecv, run, err)
+}
+
+// RecvAsync starts a Recv and returns at once (see Work).
+func (c *Comm) RecvAsync(ctx context.Context, dt DType, buf []byte, peer int) *Work {
+	run, err := c.recvOp(dt, buf, peer)
+	return c.start(ctx, &nameRecv, run, err)
 }
 
 func (c *Comm) recvOp(dt DType, buf []byte, peer int) (func(context.Context) error, error) {
@@ -130,7 +136,17 @@ func Send[T Element](ctx context.Context, c *Comm, buf []T, peer int) error {
 	return c.Send(ctx, dtypeOf[T](), reduce.Bytes(buf), peer)
 }
 
+// SendAsync starts a typed Send (see Comm.SendAsync).
+func SendAsync[T Element](ctx context.Context, c *Comm, buf []T, peer int) *Work {
+	return c.SendAsync(ctx, dtypeOf[T](), reduce.Bytes(buf), peer)
+}
+
 // Recv receives the next Send from rank peer into buf (see Comm.Recv).
 func Recv[T Element](ctx context.Context, c *Comm, buf []T, peer int) error {
 	return c.Recv(ctx, dtypeOf[T](), reduce.Bytes(buf), peer)
+}
+
+// RecvAsync starts a typed Recv (see Comm.RecvAsync).
+func RecvAsync[T Element](ctx context.Context, c *Comm, buf []T, peer int) *Work {
+	return c.RecvAsync(ctx, dtypeOf[T](), reduce.Bytes(buf), peer)
 }

@@ -46,8 +46,16 @@ type subState struct {
 // sharing the connections an envelope message and, when its receiver is
 // not yet waiting, a copy.
 func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	var sub *Comm
+	err := c.call(ctx, &nameSplit, func(ctx context.Context) (err error) {
+		sub, err = c.split(ctx, color, key)
+		return err
+	}, nil)
+	return sub, err
+}
+
+// split is Split in its turn. The caller holds c.mu.
+func (c *Comm) split(ctx context.Context, color, key int) (*Comm, error) {
 	n := c.Size()
 	mine := []int64{int64(color), int64(key)}
 	all := make([]int64, 2*n)

@@ -44,6 +44,7 @@ type Transport struct {
 	closed    chan struct{} // closed by Close or Kill
 	closeOnce sync.Once
 	killed    atomic.Bool
+	aborted   atomic.Pointer[string] // the reason Abort gave, if it was called
 }
 
 var _ transport.Transport = (*Transport)(nil)
@@ -200,6 +201,28 @@ func (t *Transport) Close() error {
 	return nil
 }
 
+// Abort closes the transport as Close does, after which its peers' Recvs
+// and Sends fail with a *transport.AbortError carrying reason, as a tcp
+// peer's abort notice makes them. Abort always returns nil.
+func (t *Transport) Abort(reason string) error {
+	if len(reason) > transport.MaxAbortReason {
+		reason = reason[:transport.MaxAbortReason]
+	}
+	t.aborted.CompareAndSwap(nil, &reason)
+	return t.Close()
+}
+
+var _ transport.Aborter = (*Transport)(nil)
+
+// closedPeerErr is the error of an operation with peer, which closed its
+// transport.
+func (t *Transport) closedPeerErr(peer int) error {
+	if r := t.net.ts[peer].aborted.Load(); r != nil {
+		return &transport.AbortError{Rank: peer, Reason: *r}
+	}
+	return fmt.Errorf("mem: rank %d closed its transport: %w", peer, transport.ErrPeerGone)
+}
+
 // Send queues a copy of p for peer and returns without waiting for the
 // receiver. A message the Config drops is discarded without an error.
 func (t *Transport) Send(ctx context.Context, peer int, h transport.Header, p []byte) error {
@@ -295,7 +318,7 @@ func (t *Transport) Recv(ctx context.Context, peer int, h transport.Header, p []
 			}
 		} else if isClosed(src.closed) {
 			l.mu.Unlock()
-			return t.fail("recv", peer, fmt.Errorf("mem: rank %d closed its transport: %w", peer, transport.ErrPeerGone))
+			return t.fail("recv", peer, t.closedPeerErr(peer))
 		}
 		l.mu.Unlock()
 
@@ -356,7 +379,7 @@ func (t *Transport) linkErr(l *link, peer int) error {
 	case l.cut:
 		return fmt.Errorf("mem: link %d<->%d was cut: %w", l.src, l.dst, transport.ErrPeerGone)
 	case l.src == t.rank && isClosed(t.net.ts[peer].closed):
-		return fmt.Errorf("mem: rank %d closed its transport: %w", peer, transport.ErrPeerGone)
+		return t.closedPeerErr(peer)
 	}
 	return nil
 }

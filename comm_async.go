@@ -1,0 +1,212 @@
+package collkit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+)
+
+// ErrConcurrentUse is wrapped by the error of a call made on a Comm while
+// another goroutine was inside a call on it, and by the error of that other
+// call: ranks that reach two calls in different orders would pair them
+// wrongly and swap their results, so the communicator fails on every rank
+// instead. Issue the calls of one communicator from one goroutine at a time
+// (start them with the Async methods to have them run while that goroutine
+// goes on, and Wait for them anywhere), or Split a communicator per
+// goroutine.
+var ErrConcurrentUse = errors.New("communicator used by two goroutines at once")
+
+// Work is an operation started without waiting (AllReduceAsync,
+// Group.Start, ...). Its buffers belong to the operation until it is done:
+// read or write them only after Wait returns or Done is closed.
+//
+// The operations of one communicator run one at a time in the order they
+// were started, on every rank, with blocking calls taking their turn after
+// every operation started before them; so every rank must start the same
+// operations in the same order, as it would call them. Each operation's
+// timeout (Options.Timeout) starts when it begins to run, not when it was
+// started. A failure is fatal to the communicator as for a blocking call:
+// the operations queued behind it fail with ErrAborted.
+type Work struct {
+	c    *Comm
+	name *string
+	ctx  context.Context
+	run  func(context.Context) error
+	done chan struct{}
+	err  error // set before done is closed
+}
+
+// Wait returns the operation's error once it is done, or ctx's error if ctx
+// ends first; the operation then goes on under the context it was started
+// with. Wait may be called from any goroutine, any number of times.
+func (w *Work) Wait(ctx context.Context) error {
+	select {
+	case <-w.done:
+		return w.err
+	default:
+	}
+	select {
+	case <-w.done:
+		return w.err
+	case <-ctx.Done():
+		return fmt.Errorf("collkit: rank %d: waiting for %s: %w (the operation is still running)", w.c.Rank(), *w.name, ctx.Err())
+	}
+}
+
+// Done is closed when the operation is done.
+func (w *Work) Done() <-chan struct{} { return w.done }
+
+// Test reports without blocking whether the operation is done, and its
+// error if it is (like MPI_Test).
+func (w *Work) Test() (done bool, err error) {
+	select {
+	case <-w.done:
+		return true, w.err
+	default:
+		return false, nil
+	}
+}
+
+// Names of the calls, for ErrConcurrentUse: the busy marker points at one of
+// these, which costs no allocation.
+var (
+	nameAllReduce     = "allreduce"
+	nameBroadcast     = "broadcast"
+	nameReduce        = "reduce"
+	nameAllGather     = "allgather"
+	nameReduceScatter = "reducescatter"
+	nameGather        = "gather"
+	nameScatter       = "scatter"
+	nameAllToAll      = "alltoall"
+	nameBarrier       = "barrier"
+	nameSend          = "send"
+	nameRecv          = "recv"
+	nameGroup         = "group"
+	nameSplit         = "split"
+	nameTrace         = "trace"
+	nameSetAlgorithm  = "setalgorithm"
+)
+
+// engine is the state behind ordering and concurrent-use checks; it lives in
+// Comm.
+type engine struct {
+	busy    atomic.Pointer[string] // the call a caller is inside, or nil
+	misuse  atomic.Pointer[error]  // the first ErrConcurrentUse error
+	cancel  atomic.Pointer[context.CancelCauseFunc]
+	pending atomic.Int64 // started operations not yet finished
+
+	queue chan *Work // drained by one goroutine while pending > 0
+}
+
+// enter marks c busy with the call name until exit. A caller that finds it
+// busy gets ErrConcurrentUse, and the call in progress is interrupted: the
+// communicator fails, and its abort notice reaches every rank.
+func (c *Comm) enter(name *string) error {
+	if c.eng.busy.CompareAndSwap(nil, name) {
+		return nil
+	}
+	other := "another call"
+	if p := c.eng.busy.Load(); p != nil {
+		other = *p
+	}
+	err := fmt.Errorf("collkit: rank %d: %s: %w: it was called while %s was running on another goroutine; "+
+		"ranks that see two calls in different orders would swap their results, so this communicator is now closed on every rank. "+
+		"Make the calls of one Comm from one goroutine (the Async methods let it go on while they run) or Split a communicator per goroutine",
+		c.Rank(), *name, ErrConcurrentUse, other)
+	c.eng.misuse.CompareAndSwap(nil, &err)
+	if cancel := c.eng.cancel.Load(); cancel != nil {
+		(*cancel)(err)
+	}
+	return err
+}
+
+// exit ends a call that enter began. A call during which another goroutine
+// called in returns the ErrConcurrentUse error rather than its own result,
+// which may have been paired with the other call's on some ranks.
+func (c *Comm) exit(err error) error {
+	c.eng.busy.Store(nil)
+	if m := c.eng.misuse.Load(); m != nil && err == nil {
+		return *m
+	}
+	return err
+}
+
+// call runs one blocking operation on behalf of the caller: run, after every
+// operation started before it, or argErr, an invalid argument on this rank,
+// which fails the communicator so that the other ranks fail at this call too
+// rather than wait for this rank until their timeout.
+func (c *Comm) call(ctx context.Context, name *string, run func(context.Context) error, argErr error) error {
+	if err := c.enter(name); err != nil {
+		return err
+	}
+	if argErr != nil {
+		run = c.rejected(argErr)
+	}
+	if c.eng.pending.Load() == 0 {
+		return c.exit(c.locked(func() error { return run(ctx) }))
+	}
+	w := c.submit(ctx, name, run)
+	<-w.done
+	return c.exit(w.err)
+}
+
+// start starts one operation without waiting (see call).
+func (c *Comm) start(ctx context.Context, name *string, run func(context.Context) error, argErr error) *Work {
+	if err := c.enter(name); err != nil {
+		w := &Work{c: c, name: name, done: make(chan struct{}), err: err}
+		close(w.done)
+		return w
+	}
+	if argErr != nil {
+		run = c.rejected(argErr)
+	}
+	w := c.submit(ctx, name, run)
+	c.exit(nil)
+	return w
+}
+
+// rejected is the operation of a call with invalid arguments: it fails the
+// communicator with argErr, unless it failed already.
+func (c *Comm) rejected(argErr error) func(context.Context) error {
+	return func(context.Context) error {
+		if err := c.usable(); err != nil {
+			return err
+		}
+		return c.fail(argErr)
+	}
+}
+
+// submit queues an operation; the queue's goroutine runs while operations
+// are pending and ends when none are.
+func (c *Comm) submit(ctx context.Context, name *string, run func(context.Context) error) *Work {
+	w := &Work{c: c, name: name, ctx: ctx, run: run, done: make(chan struct{})}
+	c.startQueue()
+	if c.eng.pending.Add(1) == 1 {
+		go c.drain()
+	}
+	c.eng.queue <- w
+	return w
+}
+
+// queueDepth bounds the operations started and not yet run; a caller that
+// starts more waits for room.
+const queueDepth = 1024
+
+func (c *Comm) startQueue() {
+	if c.eng.queue == nil { // only callers, one at a time, get here
+		c.eng.queue = make(chan *Work, queueDepth)
+	}
+}
+
+// drain runs queued operations in order until none are pending.
+func (c *Comm) drain() {
+	for {
+		w := <-c.eng.queue
+		w.err = c.locked(func() error { return w.run(w.ctx) })
+		close(w.done)
+		if c.eng.pending.Add(-1) == 0 {
+			return
+		}
+	}
+}
