@@ -285,11 +285,15 @@ func TestCollectiveBadArguments(t *testing.T) {
 		{"broadcast partial", func(ctx context.Context, c *Comm) error { return c.Broadcast(ctx, Float32, make([]byte, 6), 0) },
 			func(ctx context.Context, c *Comm) error { return c.Broadcast(ctx, Float32, make([]byte, 8), 0) }},
 		{"reduce op", func(ctx context.Context, c *Comm) error { return c.Reduce(ctx, Float32, 0, f4, nil, 0) },
-			func(ctx context.Context, c *Comm) error { return c.Reduce(ctx, Float32, Sum, make([]byte, 4), make([]byte, 4), 0) }},
+			func(ctx context.Context, c *Comm) error {
+				return c.Reduce(ctx, Float32, Sum, make([]byte, 4), make([]byte, 4), 0)
+			}},
 		{"reduce root recv", func(ctx context.Context, c *Comm) error { return c.Reduce(ctx, Float32, Sum, f4, f8, 1) },
 			func(ctx context.Context, c *Comm) error { return c.Reduce(ctx, Float32, Sum, make([]byte, 4), nil, 1) }},
 		{"allgather", func(ctx context.Context, c *Comm) error { return c.AllGather(ctx, Float32, f4, f8) },
-			func(ctx context.Context, c *Comm) error { return c.AllGather(ctx, Float32, make([]byte, 4), make([]byte, 12)) }},
+			func(ctx context.Context, c *Comm) error {
+				return c.AllGather(ctx, Float32, make([]byte, 4), make([]byte, 12))
+			}},
 		{"reducescatter", func(ctx context.Context, c *Comm) error { return c.ReduceScatter(ctx, Float32, Sum, f8, f4) },
 			func(ctx context.Context, c *Comm) error {
 				return c.ReduceScatter(ctx, Float32, Sum, make([]byte, 12), make([]byte, 4))
@@ -299,7 +303,9 @@ func TestCollectiveBadArguments(t *testing.T) {
 		{"scatter", func(ctx context.Context, c *Comm) error { return c.Scatter(ctx, Float32, f4, f4, 1) },
 			func(ctx context.Context, c *Comm) error { return c.Scatter(ctx, Float32, nil, make([]byte, 4), 1) }},
 		{"alltoall", func(ctx context.Context, c *Comm) error { return c.AllToAll(ctx, Float32, f8, f8) },
-			func(ctx context.Context, c *Comm) error { return c.AllToAll(ctx, Float32, make([]byte, 12), make([]byte, 12)) }},
+			func(ctx context.Context, c *Comm) error {
+				return c.AllToAll(ctx, Float32, make([]byte, 12), make([]byte, 12))
+			}},
 		{"send to self", func(ctx context.Context, c *Comm) error { return c.Send(ctx, Float32, nil, 1) },
 			func(ctx context.Context, c *Comm) error { return c.Barrier(ctx) }},
 		{"recv from nobody", func(ctx context.Context, c *Comm) error { return c.Recv(ctx, Float32, nil, 5) },
