@@ -9,12 +9,15 @@
 #
 #   scripts/netns.sh compare   # ring vs hierarchical over slow links
 #   scripts/netns.sh linkdown  # a host's link goes down mid-run: errors, not hangs
+#   scripts/netns.sh overlap   # examples/dataparallel: blocking vs overlapped
+#                              # gradient all-reduces over the slow links
 #   scripts/netns.sh all       # both (default)
 #   scripts/netns.sh down      # remove the namespaces
 #
 # Settings (environment): HOSTS=2 (2-4), RANKS_PER_HOST=2, RATE=200mbit
 # (empty: no limit), SIZE=4M, ITERS=3, ALGOS=ring,hierarchical, TIMEOUT=5s,
-# DOWN_AFTER=1.5 (seconds into the linkdown run), COLLBENCH (a built binary;
+# DOWN_AFTER=1.5 (seconds into the linkdown run), OVERLAP_ARGS (the
+# dataparallel flags; default -layers 16 -params 262144 -work 8 -steps 10), COLLBENCH (a built binary;
 # default: build one), JSON (where compare writes collbench's JSON).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +30,7 @@ ITERS=${ITERS:-3}
 ALGOS=${ALGOS:-ring,hierarchical}
 TIMEOUT=${TIMEOUT:-5s}
 DOWN_AFTER=${DOWN_AFTER:-1.5}
+OVERLAP_ARGS=${OVERLAP_ARGS:--layers 16 -params 262144 -work 8 -steps 10}
 PREFIX=${PREFIX:-ck$$}
 SUBNET=10.77.$((RANDOM % 200 + 20))
 PORT=29555
@@ -70,7 +74,7 @@ up() {
   echo "# $HOSTS hosts ($(addr 0) ... $(addr $((HOSTS - 1)))), $RANKS_PER_HOST ranks each, links ${RATE:-unlimited}"
 }
 
-# run ARGS...: starts every rank in its host's namespace, waits for all,
+# run ARGS...: starts every rank (of $PROG, default collbench) in its host's namespace, waits for all,
 # and returns the number of ranks that failed. Rank 0's stdout goes to
 # $work/out, every rank's stderr to $work/err.<rank>.
 run() {
@@ -83,7 +87,7 @@ run() {
       RANK="$r" WORLD_SIZE="$NP" LOCAL_RANK=$((r % RANKS_PER_HOST)) LOCAL_WORLD_SIZE="$RANKS_PER_HOST" \
       MASTER_ADDR="$(addr 0)" MASTER_PORT="$PORT" COLLKIT_NODE="host$h" \
       COLLKIT_SECRET="$secret" COLLKIT_JOB_ID="$job" \
-      "$COLLBENCH" "$@" >"$work/out.$r" 2>"$work/err.$r" &
+      "${PROG:-$COLLBENCH}" "$@" >"$work/out.$r" 2>"$work/err.$r" &
     pids+=($!)
   done
   echo "${pids[*]}" >"$work/pids"
@@ -128,6 +132,17 @@ linkdown() {
   fi
 }
 
+overlap() {
+  go build -o "$work/dataparallel" ./examples/dataparallel
+  echo "# overlap: $NP ranks of examples/dataparallel $OVERLAP_ARGS, links ${RATE:-unlimited}"
+  # shellcheck disable=SC2086
+  if ! PROG=$work/dataparallel run $OVERLAP_ARGS; then
+    cat "$work"/err.* >&2
+    die "overlap run failed"
+  fi
+  cat "$work/out"
+}
+
 mode=${1:-all}
 if [ "$mode" = down ]; then down; exit 0; fi
 work=$(mktemp -d)
@@ -140,6 +155,7 @@ up
 case $mode in
   compare) compare ;;
   linkdown) linkdown ;;
+  overlap) overlap ;;
   all) compare; linkdown ;;
-  *) die "unknown mode $mode (compare, linkdown, all, down)" ;;
+  *) die "unknown mode $mode (compare, linkdown, overlap, all, down)" ;;
 esac
