@@ -13,7 +13,9 @@
 //
 // or build one over any transport.Transport with New (tests use the in-memory
 // transport). Collectives on one Comm run one at a time, in the same order on
-// every rank. An error is fatal to the communicator, as in NCCL: it closes its
+// every rank; the ...Async functions start them without waiting and return a
+// Work to wait on, and calls from two goroutines at once fail with
+// ErrConcurrentUse. An error is fatal to the communicator, as in NCCL: it closes its
 // transport, so peers blocked on it fail fast instead of hanging, and every
 // later call returns the first error.
 //
