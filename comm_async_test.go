@@ -217,3 +217,61 @@ func TestAllReduceAllocs(t *testing.T) {
 		t.Errorf("%v allocations per all-reduce of one rank, want 0", allocs)
 	}
 }
+
+// The scenario: two goroutines per rank make 25 all-reduces each on
+// one communicator over tcp, with different data. Before ErrConcurrentUse,
+// 5 of 50 calls returned the other goroutine's sums on every rank without an
+// error. Now the overlap is found, every rank fails, and no call succeeds
+// after the first error; the test logs how the 150 calls ended.
+func TestConcurrentUseTrials(t *testing.T) {
+	const n, calls = 3, 25
+	cs := newComms(t, algotest.TCPWorld(t, n))
+	type outcome struct{ ok, wrong, concurrent, other int }
+	results := make([]outcome, n)
+	lastOK, firstErr := make([]time.Time, n), make([]time.Time, n)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for r, c := range cs {
+		for g := range 2 {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				for i := range calls {
+					x := []float32{float32(g*1000 + i)} // every rank the same: the sum is n times it
+					err := AllReduce(ctx, c, x, x, Sum)
+					mu.Lock()
+					switch {
+					case err == nil && x[0] == float32(n*(g*1000+i)):
+						results[r].ok++
+						lastOK[r] = time.Now()
+					case err == nil:
+						results[r].wrong++
+					case errors.Is(err, ErrConcurrentUse) || strings.Contains(err.Error(), "two goroutines"):
+						results[r].concurrent++
+					default:
+						results[r].other++
+					}
+					if err != nil && firstErr[r].IsZero() {
+						firstErr[r] = time.Now()
+					}
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	concurrent := 0
+	for r, o := range results {
+		t.Logf("rank %d: %d ok, %d wrong sums, %d ErrConcurrentUse (or quoting it), %d other errors", r, o.ok, o.wrong, o.concurrent, o.other)
+		concurrent += o.concurrent
+		if o.other > 0 {
+			t.Errorf("rank %d: %d calls failed with an error that does not name the concurrent use", r, o.other)
+		}
+		if !firstErr[r].IsZero() && lastOK[r].After(firstErr[r]) {
+			t.Errorf("rank %d: a call succeeded after the communicator failed", r)
+		}
+	}
+	if concurrent == 0 {
+		t.Error("no call reported the concurrent use")
+	}
+}
