@@ -222,7 +222,11 @@ func TestAllReduceAllocs(t *testing.T) {
 // one communicator over tcp, with different data. Before ErrConcurrentUse,
 // 5 of 50 calls returned the other goroutine's sums on every rank without an
 // error. Now the overlap is found, every rank fails, and no call succeeds
-// after the first error; the test logs how the 150 calls ended.
+// after the first error; the test logs how the 150 calls ended. A call that
+// completed on one rank before the overlap was seen on another can still
+// have been paired with the other goroutine's call there (seen once in
+// three runs): no library can tell two goroutines' calls apart across
+// ranks, which is why concurrent use is an error.
 func TestConcurrentUseTrials(t *testing.T) {
 	const n, calls = 3, 25
 	cs := newComms(t, algotest.TCPWorld(t, n))
