@@ -335,14 +335,18 @@ func explain(ctx context.Context, err error) error {
 }
 
 // AllReduce reduces send over all ranks into recv with op. recv may be send
-// itself (in place). For float16 and bfloat16 data use Comm.AllReduce.
-func AllReduce[T float32 | float64 | int32 | int64 | uint8](ctx context.Context, c *Comm, send, recv []T, op Op) error {
+// itself (in place).
+func AllReduce[T Element](ctx context.Context, c *Comm, send, recv []T, op Op) error {
 	return c.AllReduce(ctx, dtypeOf[T](), op, reduce.Bytes(send), reduce.Bytes(recv))
 }
 
-func dtypeOf[T float32 | float64 | int32 | int64 | uint8]() DType {
+func dtypeOf[T Element]() DType {
 	var zero T
 	switch any(zero).(type) {
+	case F16:
+		return Float16
+	case BF16:
+		return BFloat16
 	case float32:
 		return Float32
 	case float64:

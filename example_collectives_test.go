@@ -96,3 +96,19 @@ func ExampleComm_Mesh() {
 	fmt.Println(sums[0], sums[1], sums[2], sums[7])
 	// Output: 1 1 5 13
 }
+
+// bfloat16 gradients all-reduce as a []collkit.BF16, converted from and to
+// float32 with rounding to nearest even.
+func ExampleBF16() {
+	ctx := context.Background()
+	run(4, func(comm *collkit.Comm) {
+		grads := []collkit.BF16{collkit.ToBF16(0.1), collkit.ToBF16(float32(comm.Rank()))}
+		if err := collkit.AllReduce(ctx, comm, grads, grads, collkit.Sum); err != nil {
+			panic(err)
+		}
+		if comm.Rank() == 0 {
+			fmt.Println(grads, grads[0].Float32())
+		}
+	})
+	// Output: [0.4 6] 0.40039062
+}
