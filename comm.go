@@ -15,10 +15,6 @@ import (
 	"time"
 
 	"github.com/collkit/collkit/algo/adaptive"
-	"github.com/collkit/collkit/algo/halvingdoubling"
-	"github.com/collkit/collkit/algo/hierarchical"
-	"github.com/collkit/collkit/algo/ring"
-	"github.com/collkit/collkit/algo/tree"
 	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
 )
@@ -63,54 +59,6 @@ var (
 	ErrBadArgument = errors.New("invalid argument")
 )
 
-// AllReduceFunc is the shape of an all-reduce algorithm (see algo/...).
-type AllReduceFunc func(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte) error
-
-// algorithmNames are the all-reduce algorithms by name; the index of a name
-// is the id sent in every header, so ranks that chose different algorithms
-// get a mismatch error instead of a hang.
-var algorithmNames = []string{"ring", "tree", "halvingdoubling", "hierarchical", "adaptive", "native"}
-
-// Algorithms lists the names of the all-reduce algorithms Options.Algorithm accepts.
-func Algorithms() []string { return slices.Clone(algorithmNames) }
-
-func findAlgorithm(name string) (uint8, error) {
-	if name == "" {
-		return 0, nil
-	}
-	if i := slices.Index(algorithmNames, name); i >= 0 {
-		return uint8(i), nil
-	}
-	return 0, fmt.Errorf("%w: unknown algorithm %q (use one of %v)", ErrBadArgument, name, algorithmNames)
-}
-
-// algorithm returns the function that runs the named algorithm with this
-// communicator's settings.
-func (c *Comm) algorithm(id uint8) (AllReduceFunc, error) {
-	if n, ok := c.t.(transport.NativeCollectives); ok {
-		return ncclAllReduce(c.t, n, algorithmNames[id])
-	}
-	switch algorithmNames[id] {
-	case "ring":
-		return ring.AllReduce, nil
-	case "tree":
-		return tree.AllReduce, nil
-	case "halvingdoubling":
-		return halvingdoubling.AllReduce, nil
-	case "hierarchical":
-		hc := hierarchical.Config{Nodes: c.nodes}
-		if c.intra != nil {
-			hc.IntraTransport, hc.Intra = c.intra, intraAllReduce
-		}
-		return hc.AllReduce, nil
-	case "native":
-		return nativeAllReduce, nil
-	case "adaptive":
-		return c.adaptive().AllReduce, nil
-	}
-	return nil, fmt.Errorf("%w: algorithm %q is not available", ErrBadArgument, algorithmNames[id])
-}
-
 // adaptive is the adaptive algorithm's configuration for this communicator.
 func (c *Comm) adaptive() adaptive.Config {
 	return adaptive.Config{Table: c.tuning, Transport: c.transportName}
@@ -128,15 +76,18 @@ func (c *Comm) Choose(bytes int64) string {
 
 // Options configures a Comm. The zero value is ready to use.
 type Options struct {
-	// Algorithm is the all-reduce algorithm by name (see Algorithms). Empty
-	// means "native" on transports with their own all-reduce
+	// Algorithm is the all-reduce algorithm by name: a built-in or one
+	// registered with RegisterAlgorithm (see Algorithms). Empty means
+	// "native" on transports with their own all-reduce
 	// (transport.NativeAllReducer: shm), "ring" on the others (NCCL too).
 	Algorithm string
 	// Timeout bounds every collective that is called with a context without
 	// an earlier deadline. Zero means DefaultTimeout; negative means none.
 	Timeout time.Duration
-	// Transport names the transport FromEnv builds: "tcp" or "rdma" (UCX;
-	// needs the rdma build tag). Empty means "tcp".
+	// Transport names the transport FromEnv, Connect and ConnectStore
+	// build: "tcp", "shm" (every rank on one host), "nccl" (NCCL installed),
+	// "rdma" (UCX; needs the rdma build tag) or one registered with
+	// RegisterTransport (see Transports). Empty means "tcp".
 	Transport string
 	// Streams is the number of TCP connections per peer (tcp transport).
 	// Zero means 1.
@@ -409,8 +360,8 @@ func explain(ctx context.Context, err error) error {
 }
 
 // AllReduce reduces send over all ranks into recv with op. recv may be send
-// itself (in place). For float16 and bfloat16 data use Comm.AllReduce.
-func AllReduce[T float32 | float64 | int32 | int64 | uint8](ctx context.Context, c *Comm, send, recv []T, op Op) error {
+// itself (in place).
+func AllReduce[T Element](ctx context.Context, c *Comm, send, recv []T, op Op) error {
 	return c.AllReduce(ctx, dtypeOf[T](), op, reduce.Bytes(send), reduce.Bytes(recv))
 }
 
@@ -419,9 +370,13 @@ func AllReduceAsync[T Element](ctx context.Context, c *Comm, send, recv []T, op 
 	return c.AllReduceAsync(ctx, dtypeOf[T](), op, reduce.Bytes(send), reduce.Bytes(recv))
 }
 
-func dtypeOf[T float32 | float64 | int32 | int64 | uint8]() DType {
+func dtypeOf[T Element]() DType {
 	var zero T
 	switch any(zero).(type) {
+	case F16:
+		return Float16
+	case BF16:
+		return BFloat16
 	case float32:
 		return Float32
 	case float64:

@@ -13,10 +13,9 @@ import (
 )
 
 // Element is the set of Go types the typed wrappers (AllReduce, Broadcast,
-// ...) accept. For float16 and bfloat16 data use the Comm methods, which
-// take bytes and a DType.
+// ...) accept: one per DType, with F16 and BF16 for float16 and bfloat16.
 type Element interface {
-	float32 | float64 | int32 | int64 | uint8
+	float32 | float64 | int32 | int64 | uint8 | F16 | BF16
 }
 
 // DefaultTreeBytes is the message size up to which rooted collectives

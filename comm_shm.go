@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
+	"strings"
 
 	"github.com/collkit/collkit/algo/halvingdoubling"
 	"github.com/collkit/collkit/bootstrap"
@@ -37,6 +39,9 @@ func unwrap(t transport.Transport) transport.Transport {
 
 // shmAvailable says why this host cannot have shm segments, or nil.
 func shmAvailable() error {
+	if runtime.GOOS != "linux" {
+		return shm.ErrUnsupported
+	}
 	st, err := os.Stat(shm.DefaultDir)
 	if err != nil {
 		return fmt.Errorf("shm: %w (shared memory needs a tmpfs at %s)", err, shm.DefaultDir)
@@ -45,6 +50,65 @@ func shmAvailable() error {
 		return fmt.Errorf("shm: %s is not a directory", shm.DefaultDir)
 	}
 	return nil
+}
+
+// connectShmJob is the shm transport's Connect: every rank of the job on
+// one host.
+func connectShmJob(ctx context.Context, env bootstrap.Env, store bootstrap.Store, opts Options) (transport.Transport, error) {
+	host, _ := os.Hostname()
+	return connectShmOn(ctx, env, store, shm.Config{Rank: env.Rank, Size: env.Size, JobID: env.JobID}, host)
+}
+
+// connectShmOn connects the shm transport of cfg, this rank running on
+// host. Ranks on different hosts cannot share segments; the shm error then
+// says that a peer's segment is missing, and this adds which ranks run
+// where. Host names alone do not refuse the job: containers on one machine
+// can have different names and share /dev/shm.
+func connectShmOn(ctx context.Context, env bootstrap.Env, store bootstrap.Store, cfg shm.Config, host string) (transport.Transport, error) {
+	hosts, err := bootstrap.Exchange(ctx, store, "collkit/shm/host", env.Rank, env.Size, []byte(host))
+	if err != nil {
+		return nil, fmt.Errorf("shm: rank %d: exchanging host names: %w", env.Rank, err)
+	}
+	t, err := shm.New(cfg)
+	if err = connect(ctx, store, t, err); err != nil {
+		if where, ok := whereRanksRun(hosts); !ok {
+			return nil, fmt.Errorf("shm across hosts (%s): shared memory needs every rank on one host; use tcp or rdma, "+
+				"with the hierarchical algorithm for shared memory inside each host: %w", where, err)
+		}
+		return nil, err
+	}
+	return t, nil
+}
+
+// whereRanksRun describes which ranks run on which host, and reports
+// whether they all run on one.
+func whereRanksRun(hosts [][]byte) (string, bool) {
+	var names []string
+	ranks := map[string][]string{}
+	for r, h := range hosts {
+		name := string(h)
+		if _, ok := ranks[name]; !ok {
+			names = append(names, name)
+		}
+		ranks[name] = append(ranks[name], strconv.Itoa(r))
+	}
+	var parts []string
+	for i, name := range names {
+		if i == 3 {
+			parts = append(parts, fmt.Sprintf("%d more hosts", len(names)-i))
+			break
+		}
+		rs := ranks[name]
+		if len(rs) > 4 {
+			rs = append(rs[:3:3], "...")
+		}
+		label := "rank"
+		if len(ranks[name]) > 1 {
+			label = "ranks"
+		}
+		parts = append(parts, fmt.Sprintf("%s %s on %q", label, strings.Join(rs, ","), name))
+	}
+	return strings.Join(parts, ", "), len(names) <= 1
 }
 
 // connectShm connects a shm transport of size ranks, this one being rank,

@@ -27,4 +27,10 @@
 // receives concurrently. Split(color, key) makes sub-communicators that share
 // the connections and run independently of each other and of their parent;
 // Mesh builds the data x tensor x pipeline parallel groups of a training job.
+// The typed wrappers take float16 and bfloat16 data as []F16 and []BF16.
+//
+// All-reduce algorithms and transports are chosen by name
+// (Options.Algorithm, Options.Transport). Other packages add their own with
+// RegisterAlgorithm and RegisterTransport, from an init function, as
+// database/sql drivers register; the built-ins register the same way.
 package collkit

@@ -96,3 +96,79 @@ func ExampleComm_Mesh() {
 	fmt.Println(sums[0], sums[1], sums[2], sums[7])
 	// Output: 1 1 5 13
 }
+
+// bfloat16 gradients all-reduce as a []collkit.BF16, converted from and to
+// float32 with rounding to nearest even.
+func ExampleBF16() {
+	ctx := context.Background()
+	run(4, func(comm *collkit.Comm) {
+		grads := []collkit.BF16{collkit.ToBF16(0.1), collkit.ToBF16(float32(comm.Rank()))}
+		if err := collkit.AllReduce(ctx, comm, grads, grads, collkit.Sum); err != nil {
+			panic(err)
+		}
+		if comm.Rank() == 0 {
+			fmt.Println(grads, grads[0].Float32())
+		}
+	})
+	// Output: [0.4 6] 0.40039062
+}
+
+// trainStep is the README's "Other collectives" snippet: one step of a
+// training job of 8 ranks.
+func trainStep(ctx context.Context, comm *collkit.Comm, params, grads []float32, tokens, routed []int32, layers [][]float32) error {
+	// Broadcast, AllToAll; also Reduce, AllGather, ReduceScatter, Gather,
+	// Scatter, Barrier and Send/Recv.
+	if err := collkit.Broadcast(ctx, comm, params, 0); err != nil {
+		return err
+	}
+	if err := collkit.AllToAll(ctx, comm, tokens, routed); err != nil {
+		return err
+	}
+
+	// A group, like ncclGroupStart/End: its all-reduces are fused into one
+	// buffer per dtype and op.
+	g := comm.Group()
+	for _, layer := range layers {
+		collkit.GroupAllReduce(g, layer, layer, collkit.Sum)
+	}
+	if err := g.Run(ctx); err != nil {
+		return err
+	}
+
+	// Data x tensor x pipeline parallel groups, 2 x 2 x 2: three Split
+	// sub-communicators.
+	m, err := comm.Mesh(ctx, 2, 2, 2)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	return collkit.AllReduce(ctx, m.DP, grads, grads, collkit.Avg)
+}
+
+// One training step on 8 ranks: rank 0's parameters reach every rank, each
+// rank sends token k to rank k, two layers' gradients are summed in one
+// fused all-reduce, and the data-parallel pair of ranks 0 and 2 averages.
+func Example_trainStep() {
+	ctx := context.Background()
+	run(8, func(comm *collkit.Comm) {
+		r := comm.Rank()
+		params := []float32{0, 0}
+		if r == 0 {
+			params = []float32{0.5, 1.5}
+		}
+		tokens := make([]int32, 8)
+		for k := range tokens {
+			tokens[k] = int32(10*r + k) // token k goes to rank k
+		}
+		routed := make([]int32, 8)
+		layers := [][]float32{{1, 2}, {3}}
+		grads := []float32{float32(r)}
+		if err := trainStep(ctx, comm, params, grads, tokens, routed, layers); err != nil {
+			panic(err)
+		}
+		if r == 0 {
+			fmt.Println(params, routed, layers, grads)
+		}
+	})
+	// Output: [0.5 1.5] [0 10 20 30 40 50 60 70] [[8 16] [24]] [1]
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/collkit/collkit/bootstrap"
 	"github.com/collkit/collkit/transport"
@@ -16,32 +17,74 @@ import (
 // transport this build or machine cannot run (not built in, no device).
 var ErrTransportUnavailable = errors.New("transport unavailable")
 
-// transportEntry is one transport Options.Transport can name.
+// TransportDriver makes the transports of one kind: RegisterTransport
+// gives it a name, which Options.Transport (for FromEnv, Connect and
+// ConnectStore) and collbench's --transport then accept.
+type TransportDriver struct {
+	// Connect makes this rank's transport and connects it to the other ranks
+	// through store, within ctx. env says who this rank is (Rank, Size,
+	// LocalRank, JobID, Secret, the store's address); opts is the
+	// communicator's Options. Every rank of the job calls it at the same
+	// point; keys it writes to store must not begin with "collkit/". On
+	// error it closes what it made. Required.
+	Connect func(ctx context.Context, env bootstrap.Env, store bootstrap.Store, opts Options) (transport.Transport, error)
+	// Available returns nil when the transport can run in this build on
+	// this machine, or why not (for a transport behind a build tag, its
+	// stub's "not built with ..." error; no device). Connect is called only
+	// when it returns nil. Nil means always available.
+	Available func() error
+}
+
+// The transport registry, in the order collbench runs "all": the built-ins,
+// then the others in the order they were registered.
+var (
+	transportsMu      sync.Mutex
+	transportRegistry []transportEntry
+)
+
+// transportEntry is one registered transport.
 type transportEntry struct {
 	name string
-	// available says why the transport cannot run here (not built with its
-	// tag, no device), or nil when it can. A nil func means always.
-	available func() error
-	// connect builds and connects this rank's transport through store.
-	connect func(ctx context.Context, env bootstrap.Env, store bootstrap.Store, opts Options) (transport.Transport, error)
+	TransportDriver
 }
 
-// transportRegistry lists every transport, in the order collbench runs them.
-// Adding a transport is one line here: a name, an availability check (for
-// a build-tagged or device-bound transport, its stub's "not built with ..."
-// error) and a constructor.
-var transportRegistry = []transportEntry{
-	{name: "tcp", connect: connectTCP},
-	{name: "shm", available: shmAvailable, connect: func(ctx context.Context, env bootstrap.Env, store bootstrap.Store, opts Options) (transport.Transport, error) {
-		return connectShm(ctx, store, env.Rank, env.Size, env.JobID, "")
-	}},
-	{name: "nccl", available: nccl.Available, connect: connectNCCL},
-	{name: "rdma", available: rdmaAvailable, connect: connectRDMA},
+func init() {
+	// The built-ins register as users do. Adding one is one line here: a
+	// name, its availability check and its constructor.
+	RegisterTransport("tcp", TransportDriver{Connect: connectTCP})
+	RegisterTransport("shm", TransportDriver{Available: shmAvailable, Connect: connectShmJob})
+	RegisterTransport("nccl", TransportDriver{Available: nccl.Available, Connect: connectNCCL})
+	RegisterTransport("rdma", TransportDriver{Available: rdmaAvailable, Connect: connectRDMA})
 }
 
-// Transports lists the transport names Options.Transport accepts, available
-// here or not (see TransportAvailable).
+// RegisterTransport makes a transport available by name to
+// Options.Transport (FromEnv, Connect, ConnectStore), Transports,
+// TransportAvailable and collbench's --transport, as database/sql.Register
+// does for drivers: call it from an init function of the package that
+// provides the transport. The built-in transports are registered the same
+// way.
+//
+// Like database/sql.Register, it panics if d.Connect is nil or name is
+// already registered. It also panics if name is empty, is "all" or contains
+// a comma or a space (collbench's --transport lists names with commas).
+func RegisterTransport(name string, d TransportDriver) {
+	if d.Connect == nil {
+		panic("collkit: RegisterTransport: transport " + name + " has no Connect function")
+	}
+	checkName("RegisterTransport", name)
+	transportsMu.Lock()
+	defer transportsMu.Unlock()
+	if slices.ContainsFunc(transportRegistry, func(e transportEntry) bool { return e.name == name }) {
+		panic("collkit: RegisterTransport called twice for transport " + name)
+	}
+	transportRegistry = append(transportRegistry, transportEntry{name, d})
+}
+
+// Transports lists the names of the registered transports, which
+// Options.Transport accepts, available here or not (see TransportAvailable).
 func Transports() []string {
+	transportsMu.Lock()
+	defer transportsMu.Unlock()
 	names := make([]string, len(transportRegistry))
 	for i, e := range transportRegistry {
 		names[i] = e.name
@@ -57,10 +100,15 @@ func TransportAvailable(name string) error {
 	if err != nil {
 		return err
 	}
-	if e.available == nil {
+	return e.available()
+}
+
+// available is TransportAvailable for a registered transport.
+func (e transportEntry) available() error {
+	if e.Available == nil {
 		return nil
 	}
-	if err := e.available(); err != nil {
+	if err := e.Available(); err != nil {
 		return fmt.Errorf("%w: %w", ErrTransportUnavailable, err)
 	}
 	return nil
@@ -70,11 +118,18 @@ func findTransport(name string) (transportEntry, error) {
 	if name == "" {
 		name = "tcp"
 	}
+	transportsMu.Lock()
 	i := slices.IndexFunc(transportRegistry, func(e transportEntry) bool { return e.name == name })
-	if i < 0 {
-		return transportEntry{}, fmt.Errorf("%w: unknown transport %q (use one of %v)", ErrBadArgument, name, Transports())
+	var e transportEntry
+	if i >= 0 {
+		e = transportRegistry[i]
 	}
-	return transportRegistry[i], nil
+	transportsMu.Unlock()
+	if i < 0 {
+		return transportEntry{}, fmt.Errorf("%w: unknown transport %q (use one of %v, or register it with collkit.RegisterTransport)",
+			ErrBadArgument, name, Transports())
+	}
+	return e, nil
 }
 
 func connectTransport(ctx context.Context, env bootstrap.Env, store bootstrap.Store, opts Options) (transport.Transport, error) {
@@ -82,10 +137,14 @@ func connectTransport(ctx context.Context, env bootstrap.Env, store bootstrap.St
 	if err != nil {
 		return nil, err
 	}
-	if err := TransportAvailable(e.name); err != nil {
+	if err := e.available(); err != nil {
 		return nil, err
 	}
-	return e.connect(ctx, env, store, opts)
+	t, err := e.Connect(ctx, env, store, opts)
+	if err == nil && t == nil {
+		err = fmt.Errorf("transport %s: Connect returned no transport", e.name)
+	}
+	return t, err
 }
 
 func connectTCP(ctx context.Context, env bootstrap.Env, store bootstrap.Store, opts Options) (transport.Transport, error) {

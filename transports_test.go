@@ -24,12 +24,10 @@ func TestTransportRegistry(t *testing.T) {
 
 	// A transport whose device is missing is known but unavailable, and
 	// Connect refuses it with the reason before touching the network.
-	saved := transportRegistry
-	t.Cleanup(func() { transportRegistry = saved })
 	connected := false
-	transportRegistry = append(slices.Clone(saved), transportEntry{name: "fake-rdma",
-		available: func() error { return errors.New("not built with -tags rdma") },
-		connect: func(context.Context, bootstrap.Env, bootstrap.Store, Options) (transport.Transport, error) {
+	registerTransportForTest(t, "fake-rdma", TransportDriver{
+		Available: func() error { return errors.New("not built with -tags rdma") },
+		Connect: func(context.Context, bootstrap.Env, bootstrap.Store, Options) (transport.Transport, error) {
 			connected = true
 			return nil, errors.New("must not be called")
 		}})
