@@ -216,6 +216,9 @@ func (c *Client) call(ctx context.Context, typ byte, key string, value []byte) (
 	select {
 	case f := <-ch:
 		if f.typ == frameError {
+			if sentinel := codeErrors[f.key]; sentinel != nil {
+				return frame{}, &StoreError{Addr: c.addr, Err: sentinel, Detail: string(f.value)}
+			}
 			return frame{}, fmt.Errorf("bootstrap: store at %s: %s", c.addr, f.value)
 		}
 		return f, nil
