@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -138,24 +137,27 @@ func (c *Client) awaitRoster(ctx context.Context, env Env, log *slog.Logger, eve
 // missing is the error of a rendezvous whose ctx ended: it asks the store
 // (briefly) who is missing.
 func (c *Client) missing(ctx context.Context, env Env, start time.Time) error {
-	cause := ctx.Err()
-	why := cause.Error()
-	if cc := context.Cause(ctx); cc != nil && cc != cause {
-		why = fmt.Sprintf("%v: %v", cause, cc)
-	}
 	waited := time.Since(start).Round(time.Millisecond)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	r, err := c.Roster(rctx)
 	if err != nil {
-		return fmt.Errorf("%w: not every rank joined the store at %s within %v (%s), and the store did not say which are missing: %w; "+
-			"look at the other ranks' output", ErrMissingRanks, c.addr, waited, why, err)
+		return fmt.Errorf("%w: not every rank joined the store at %s within %v (%w%s), and the store did not say which are missing: %w; "+
+			"look at the other ranks' output", ErrMissingRanks, c.addr, waited, ctx.Err(), causeOf(ctx), err)
 	}
 	return fmt.Errorf("%w: %s did not join the store at %s within %v (%w%s)%s; "+
 		"start them with MASTER_ADDR:MASTER_PORT pointing at %s and the same world size (%d), "+
 		"or look at their output for why they did not start or reach it",
-		ErrMissingRanks, r.missingText(), c.addr, waited, cause, strings.TrimPrefix(why, cause.Error()),
-		r.turnedAwayText(), c.addr, env.Size)
+		ErrMissingRanks, r.missingText(), c.addr, waited, ctx.Err(), causeOf(ctx), r.turnedAwayText(), c.addr, env.Size)
+}
+
+// causeOf is ": " and the cause of ctx's end when it says more than
+// ctx.Err(), such as which timeout passed; else "".
+func causeOf(ctx context.Context) string {
+	if c := context.Cause(ctx); c != nil && c != ctx.Err() {
+		return ": " + c.Error()
+	}
+	return ""
 }
 
 // tick calls fn every d until the returned stop is called.
