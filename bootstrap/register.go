@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"slices"
 	"strconv"
@@ -379,11 +378,15 @@ func (s *Server) refusal(c *serverConn) *frame {
 func (s *Server) failLocked(code, msg string) (frame, []waiter, frame) {
 	if s.failure == nil {
 		s.failure = &frame{typ: frameError, key: code, value: []byte(msg)}
-		level := slog.LevelWarn
-		if code == codeFailed || code == codeMissing {
-			level = slog.LevelDebug // the rank that gave up reports it
+		// Every rank still in its setup gets the error and reports it;
+		// after every rank joined, those past their setup do not hear of
+		// it, so the store's host says it.
+		if s.complete && code != codeFailed && code != codeMissing {
+			s.log.Warn("bootstrap: store stopped the rendezvous after every rank had joined: ranks past their setup "+
+				"go on, and one of them may be a process of another job", "store", s.Addr(), "why", msg)
+		} else {
+			s.log.Debug("bootstrap: store stopped the rendezvous", "store", s.Addr(), "why", msg)
 		}
-		s.log.Log(context.Background(), level, "bootstrap: store stopped the rendezvous", "store", s.Addr(), "why", msg)
 	}
 	var wake []waiter
 	for key, ws := range s.waiters {
@@ -406,6 +409,18 @@ func (s *Server) abort(code, msg string) {
 		with.id = w.id
 		w.c.send(with)
 	}
+}
+
+// lateConflict is the error that stopped the rendezvous after every rank
+// had joined because of a conflict between ranks, or nil.
+func (s *Server) lateConflict() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f := s.failure; f != nil && s.complete && (f.key == codeDuplicate || f.key == codeSize) {
+		return &StoreError{Addr: s.Addr(), Err: codeErrors[f.key], Detail: string(f.value) +
+			" (after every rank had joined: the ranks past their setup went on, and one of them may have been a process of another job)"}
+	}
+	return nil
 }
 
 // roster describes the registrations so far.

@@ -139,6 +139,12 @@ func TestLateDuplicateStopsRanksStillInSetup(t *testing.T) {
 	if err := ps[1].s.Set(ctx, "tcp/addr/1", []byte("x")); !errors.Is(err, ErrDuplicateRank) {
 		t.Fatalf("rank 1's Set after the duplicate = %v, want ErrDuplicateRank", err)
 	}
+	// Rank 0, which hosts the store, says so when it closes it, for the
+	// ranks that were past their setup and never heard.
+	ps[1].cl.Close()
+	if err := ps[0].cl.Close(); !errors.Is(err, ErrDuplicateRank) || !strings.Contains(err.Error(), "after every rank had joined") {
+		t.Fatalf("rank 0's Close = %v, want the late duplicate", err)
+	}
 }
 
 // A process of another job is turned away at once; the job's own ranks go

@@ -146,8 +146,8 @@ func (c *Client) missing(ctx context.Context, env Env, start time.Time) error {
 			"look at the other ranks' output", ErrMissingRanks, c.addr, waited, ctx.Err(), causeOf(ctx), err)
 	}
 	return fmt.Errorf("%w: %s did not join the store at %s within %v (%w%s)%s; "+
-		"start them with MASTER_ADDR:MASTER_PORT pointing at %s and the same world size (%d), "+
-		"or look at their output for why they did not start or reach it",
+		"start the missing ranks with MASTER_ADDR:MASTER_PORT set to %s and world size %d, "+
+		"or look at their output for why they did not start or could not reach the store",
 		ErrMissingRanks, r.missingText(), c.addr, waited, ctx.Err(), causeOf(ctx), r.turnedAwayText(), c.addr, env.Size)
 }
 
@@ -207,10 +207,15 @@ func (cl *Closer) Close() error {
 
 // Shutdown is Close with the wait for the other ranks bounded by ctx
 // instead of ShutdownGrace.
+//
+// On rank 0 its error includes a *StoreError when two processes claimed
+// one rank, or ranks disagreed on the world size, after every rank had
+// joined: the ranks past their setup went on without hearing of it, and
+// one of them may have been a process of another job.
 func (cl *Closer) Shutdown(ctx context.Context) error {
 	err := cl.c.Close()
 	if cl.srv != nil {
-		err = errors.Join(err, cl.srv.Shutdown(ctx))
+		err = errors.Join(err, cl.srv.Shutdown(ctx), cl.srv.lateConflict())
 	}
 	return err
 }
