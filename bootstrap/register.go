@@ -272,9 +272,10 @@ const (
 
 // member is a registered rank.
 type member struct {
-	id Identity
-	c  *serverConn
-	at time.Time
+	id   Identity
+	c    *serverConn
+	at   time.Time
+	left bool // its connection closed after the roster was complete
 }
 
 // register checks the identity a client sends and answers it.
@@ -311,15 +312,14 @@ func (s *Server) registerLocked(c *serverConn, id Identity) (reply frame, wake [
 		s.jobID = id.JobID
 	}
 	if id.JobID != s.jobID {
-		msg := fmt.Sprintf("this store serves job %q and %s belongs to %s: two jobs share one MASTER_ADDR:MASTER_PORT, "+
-			"or this job's ranks were given different job ids; give each job its own MASTER_PORT, "+
-			"or every rank of one job the same COLLKIT_JOB_ID", s.jobID, id, id.jobClaim())
+		owner := ""
 		if m, ok := s.members[0]; ok {
-			msg = fmt.Sprintf("this store serves job %q (its %s) and %s belongs to %s: two jobs share one MASTER_ADDR:MASTER_PORT, "+
-				"or this job's ranks were given different job ids; give each job its own MASTER_PORT, "+
-				"or every rank of one job the same COLLKIT_JOB_ID", s.jobID, m.id, id, id.jobClaim())
+			owner = fmt.Sprintf(" (its %s)", m.id)
 		}
-		c.refused = &frame{typ: frameError, key: codeJob, value: []byte(msg)}
+		c.refused = &frame{typ: frameError, key: codeJob, value: fmt.Appendf(nil,
+			"this store serves job %q%s and %s belongs to %s: two jobs share one MASTER_ADDR:MASTER_PORT, "+
+				"or this job's ranks were given different job ids; give each job its own MASTER_PORT, "+
+				"or every rank of one job the same COLLKIT_JOB_ID", s.jobID, owner, id, id.jobClaim())}
 		s.turnedAway = append(s.turnedAway, id)
 		if len(s.turnedAway) > maxTurnedAway {
 			s.turnedAway = s.turnedAway[1:]
@@ -339,10 +339,17 @@ func (s *Server) registerLocked(c *serverConn, id Identity) (reply frame, wake [
 		if m.id.Nonce == id.Nonce {
 			return frame{typ: frameOK}, nil, frame{} // the same process again
 		}
-		return s.failLocked(codeDuplicate, fmt.Sprintf("rank %d was claimed twice, by host %s (pid %d) and, %v later, by host %s (pid %d): "+
+		msg := fmt.Sprintf("rank %d was claimed twice, by host %s (pid %d) and, %v later, by host %s (pid %d): "+
 			"two jobs share one MASTER_ADDR:MASTER_PORT, or two processes were given the same rank; "+
 			"give each job its own MASTER_PORT, or tell jobs apart with a job id (COLLKIT_JOB_ID, or the launcher's) and COLLKIT_SECRET",
-			id.Rank, m.id.Host, m.id.PID, time.Since(m.at).Round(time.Millisecond), id.Host, id.PID))
+			id.Rank, m.id.Host, m.id.PID, time.Since(m.at).Round(time.Millisecond), id.Host, id.PID)
+		if m.left {
+			// The rank's process finished its part and left: the job's
+			// results no longer depend on who claims it now.
+			c.refused = &frame{typ: frameError, key: codeDuplicate, value: []byte(msg)}
+			return *c.refused, nil, frame{}
+		}
+		return s.failLocked(codeDuplicate, msg)
 	}
 	s.members[id.Rank] = member{id: id, c: c, at: time.Now()}
 	c.member = &id
@@ -441,15 +448,22 @@ func (s *Server) roster() Roster {
 	return r
 }
 
-// unregister forgets the rank c registered, if the roster is not complete
-// yet: a rank restarted before the others came may register again. The
-// caller holds s.mu.
+// unregisterLocked forgets the rank c registered, when c goes away before
+// the roster is complete: a rank restarted before the others came may
+// register again. After that it notes that the rank left. The caller holds
+// s.mu.
 func (s *Server) unregisterLocked(c *serverConn) {
-	if c.member == nil || s.complete || s.failure != nil {
+	if c.member == nil || s.failure != nil {
 		return
 	}
-	if m, ok := s.members[c.member.Rank]; ok && m.c == c {
+	m, ok := s.members[c.member.Rank]
+	switch {
+	case !ok || m.c != c:
+	case !s.complete:
 		delete(s.members, c.member.Rank)
+	default:
+		m.left = true
+		s.members[c.member.Rank] = m
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"reflect"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -332,4 +333,39 @@ func FuzzDecodeRegistration(f *testing.F) {
 			_ = r.missingText() + r.turnedAwayText()
 		}
 	})
+}
+
+// A claim of a rank whose process already finished its part and left is
+// refused, but it does not stop the rendezvous: the job's results no longer
+// depend on that rank.
+func TestClaimAfterRankLeftRefusedOnly(t *testing.T) {
+	port := freePort(t)
+	ps := []*rdzv{
+		{env: jobEnv(port, 0, 2, "default"), ctx: 20 * time.Second},
+		{env: jobEnv(port, 1, 2, "default"), ctx: 20 * time.Second},
+	}
+	rendezvousAll(t, ps)
+	for _, p := range ps {
+		if p.err != nil {
+			t.Fatalf("rank %d: %v", p.env.Rank, p.err)
+		}
+	}
+	ps[1].cl.Close()
+	srv := ps[0].cl.srv
+	for left := false; !left; runtime.Gosched() { // until the store has seen rank 1 go
+		srv.mu.Lock()
+		left = srv.members[1].left
+		srv.mu.Unlock()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, _, err := RendezvousWith(ctx, jobEnv(port, 1, 2, "default"), RendezvousConfig{}); !errors.Is(err, ErrDuplicateRank) {
+		t.Fatalf("claim of a rank that left: err = %v, want ErrDuplicateRank", err)
+	}
+	if err := ps[0].s.Set(ctx, "k", []byte("v")); err != nil {
+		t.Fatalf("rank 0 after the refused claim: %v", err)
+	}
+	if err := ps[0].cl.Close(); err != nil {
+		t.Fatalf("rank 0's Close = %v, want nil: the claim came after rank 1 had finished", err)
+	}
 }

@@ -226,6 +226,9 @@ func (cl *Closer) Shutdown(ctx context.Context) error {
 // wraps that), and then waits at most AbortGrace for them; a rank that is
 // stuck or stopped does not hold it up longer.
 func (cl *Closer) Abort(reason error) error {
+	if reason == nil {
+		reason = errors.New("no reason given")
+	}
 	if cl.srv != nil {
 		code := codeFailed
 		if errors.Is(reason, ErrMissingRanks) {
