@@ -222,7 +222,7 @@ func (r Roster) missingText() string {
 	if r.MissingCount > 1 {
 		s += "s"
 	}
-	s += " " + RankList(r.Missing)
+	s += " " + rankList(r.Missing)
 	if r.MissingCount > len(r.Missing) {
 		s += fmt.Sprintf(" and %d more", r.MissingCount-len(r.Missing))
 	}
@@ -242,8 +242,8 @@ func (r Roster) turnedAwayText() string {
 		strings.Join(parts, ", "), r.JobID)
 }
 
-// RankList writes ranks compactly, runs as ranges: "0, 2-5, 9".
-func RankList(ranks []int) string {
+// rankList writes ranks compactly, runs as ranges: "0, 2-5, 9".
+func rankList(ranks []int) string {
 	rs := slices.Sorted(slices.Values(ranks))
 	var b strings.Builder
 	for i := 0; i < len(rs); {

@@ -301,8 +301,8 @@ func TestRankList(t *testing.T) {
 		{[]int{5, 1, 2, 3, 9}, "1-3, 5, 9"},
 		{[]int{0, 1}, "0-1"},
 	} {
-		if got := RankList(c.in); got != c.want {
-			t.Errorf("RankList(%v) = %q, want %q", c.in, got, c.want)
+		if got := rankList(c.in); got != c.want {
+			t.Errorf("rankList(%v) = %q, want %q", c.in, got, c.want)
 		}
 	}
 }
