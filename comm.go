@@ -84,6 +84,11 @@ type Options struct {
 	// Timeout bounds every collective that is called with a context without
 	// an earlier deadline. Zero means DefaultTimeout; negative means none.
 	Timeout time.Duration
+	// SetupTimeout bounds Connect, FromEnv and ConnectStore (meeting the
+	// other ranks through the store, connecting to them) when their context
+	// has no deadline, as torch's init_process_group(timeout=...) does. Zero
+	// means DefaultSetupTimeout; negative means none.
+	SetupTimeout time.Duration
 	// Transport names the transport FromEnv, Connect and ConnectStore
 	// build: "tcp", "shm" (every rank on one host), "nccl" (NCCL installed),
 	// "rdma" (UCX; needs the rdma build tag) or one registered with

@@ -70,10 +70,10 @@ func DialConfig(ctx context.Context, cfg ClientConfig) (*Client, error) {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("bootstrap: cannot reach the store at %s after %d attempts in %v: %w (last error: %w); "+
+			return nil, fmt.Errorf("bootstrap: cannot reach the store at %s after %d attempts in %v: %w%s (last error: %w); "+
 				"check MASTER_ADDR and MASTER_PORT, that rank 0 (or the launcher hosting the store) is running, "+
 				"and that no firewall blocks the port",
-				addr, attempt, time.Since(start).Round(time.Millisecond), ctx.Err(), last)
+				addr, attempt, time.Since(start).Round(time.Millisecond), ctx.Err(), causeOf(ctx), last)
 		}
 		backoff = min(2*backoff, time.Second)
 	}
@@ -216,6 +216,9 @@ func (c *Client) call(ctx context.Context, typ byte, key string, value []byte) (
 	select {
 	case f := <-ch:
 		if f.typ == frameError {
+			if sentinel := codeErrors[f.key]; sentinel != nil {
+				return frame{}, &StoreError{Addr: c.addr, Err: sentinel, Detail: string(f.value)}
+			}
 			return frame{}, fmt.Errorf("bootstrap: store at %s: %s", c.addr, f.value)
 		}
 		return f, nil

@@ -13,6 +13,12 @@
 // Rendezvous starts the store Server on rank 0 at MASTER_ADDR:MASTER_PORT
 // (or uses the one a launcher hosts, COLLKIT_STORE_EXTERNAL=1) and connects
 // every rank to it with Dial, which waits and retries until the server is up.
+// Each rank then registers who it is (rank, world size, job id, host, pid)
+// and waits until every rank has: the store turns away a process of another
+// job, stops the whole rendezvous with an error on every rank when ranks
+// disagree on the world size or two processes claim one rank, and can say
+// which ranks are missing, which RendezvousWith logs while it waits and
+// names when its context ends (see register.go).
 // The server answers a Get when the key is set, so ranks wait on the server,
 // not in a polling loop.
 //

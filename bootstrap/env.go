@@ -30,6 +30,10 @@ type Env struct {
 	MasterPort           int    // port of the store; DefaultMasterPort if unset
 	JobID                string // the same on every rank of one job; "default" if nothing names one
 	Source               string // which variables it came from: "pytorch", "openmpi", "slurm" or "pmi"
+	// JobIDVar names the variable JobID came from (COLLKIT_JOB_ID,
+	// TORCHELASTIC_RUN_ID, SLURM_JOB_ID.SLURM_STEP_ID, ...), for messages
+	// that say why two ranks' job ids differ. Empty when JobID is "default".
+	JobIDVar string
 	// Secret is the job secret from COLLKIT_SECRET: the store and the tcp
 	// transport make every connection prove it (HMAC challenge-response).
 	// Empty when unset: connections are then checked only for job id, rank and
@@ -65,38 +69,69 @@ type envSource struct {
 	// lenientLocalSize: the local size variable may hold something other
 	// than a number (Slurm's "2(x3)"), which means unknown rather than wrong.
 	lenientLocalSize bool
-	jobID            func(getenv func(string) string) string
+	// jobID returns the launcher's own id of the job and the variables it
+	// came from, or "" when the launcher set none.
+	jobID func(getenv func(string) string) (id, from string)
 }
 
-// sources in the order FromEnv tries them.
+// sources in the order FromEnv tries them. Their job ids are what each
+// launcher sets on every process of one job and differently for another:
+//
+//   - torchrun: TORCHELASTIC_RUN_ID is --rdzv-id, whose default "none" is the
+//     same for every job, so "none" counts as unset; torchrun inside a Slurm
+//     allocation then falls back to SLURM_JOB_ID (not the step: one srun per
+//     node gives the nodes different steps).
+//   - Open MPI: OMPI_MCA_ess_base_jobid (Open MPI 2 to 4, ORTE),
+//     OMPI_MCA_orte_ess_jobid (1.x), PMIX_NAMESPACE (Open MPI 5 under PRRTE,
+//     and srun --mpi=pmix).
+//   - srun: SLURM_JOB_ID.SLURM_STEP_ID (SLURM_JOBID, SLURM_STEPID in older
+//     releases): two steps of one allocation are two jobs.
+//   - PMI launchers: PMIX_NAMESPACE, else PMI_JOBID (Slurm's PMI-2, Cray PALS).
 var sources = []envSource{
 	{name: "pytorch", rank: "RANK", size: "WORLD_SIZE", localRank: "LOCAL_RANK", localSize: "LOCAL_WORLD_SIZE",
-		jobID: func(g func(string) string) string { return g("TORCHELASTIC_RUN_ID") }},
+		jobID: func(g func(string) string) (string, string) {
+			if id := g("TORCHELASTIC_RUN_ID"); id != "" && id != "none" {
+				return id, "TORCHELASTIC_RUN_ID"
+			}
+			return firstSet(g, "SLURM_JOB_ID", "SLURM_JOBID")
+		}},
 	{name: "openmpi", rank: "OMPI_COMM_WORLD_RANK", size: "OMPI_COMM_WORLD_SIZE",
 		localRank: "OMPI_COMM_WORLD_LOCAL_RANK", localSize: "OMPI_COMM_WORLD_LOCAL_SIZE",
-		jobID: func(g func(string) string) string {
+		jobID: func(g func(string) string) (string, string) {
 			return firstSet(g, "OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_ess_jobid", "PMIX_NAMESPACE")
 		}},
 	{name: "slurm", rank: "SLURM_PROCID", size: "SLURM_NTASKS", localRank: "SLURM_LOCALID",
 		localSize: "SLURM_NTASKS_PER_NODE", lenientLocalSize: true,
-		jobID: func(g func(string) string) string {
-			job := g("SLURM_JOB_ID")
+		jobID: func(g func(string) string) (string, string) {
+			job, jobVar := firstSet(g, "SLURM_JOB_ID", "SLURM_JOBID")
 			if job == "" {
-				return ""
+				return "", ""
 			}
-			if step := g("SLURM_STEP_ID"); step != "" {
-				return job + "." + step
+			if step, stepVar := firstSet(g, "SLURM_STEP_ID", "SLURM_STEPID"); step != "" {
+				return job + "." + step, jobVar + "." + stepVar
 			}
-			return job
+			return job, jobVar
 		}},
 	{name: "pmi", rank: "PMI_RANK", size: "PMI_SIZE", localRank: "MPI_LOCALRANKID", localSize: "MPI_LOCALNRANKS",
-		jobID: func(g func(string) string) string { return g("PMIX_NAMESPACE") }},
+		jobID: func(g func(string) string) (string, string) { return firstSet(g, "PMIX_NAMESPACE", "PMI_JOBID") }},
 }
 
-func firstSet(getenv func(string) string, names ...string) string {
+// firstSet returns the value of the first of names that is set, and its name.
+func firstSet(getenv func(string) string, names ...string) (value, name string) {
 	for _, n := range names {
 		if v := getenv(n); v != "" {
-			return v
+			return v, n
+		}
+	}
+	return "", ""
+}
+
+// sizeVar is the variable that holds the world size for launcher source
+// (Env.Source), or "" for an Env that did not come from FromEnv.
+func sizeVar(source string) string {
+	for _, s := range sources {
+		if s.name == source {
+			return s.size
 		}
 	}
 	return ""
@@ -109,7 +144,9 @@ func firstSet(getenv func(string) string, names ...string) string {
 // (OMPI_COMM_WORLD_*), Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID) and
 // PMI (PMI_RANK, PMI_SIZE). MASTER_ADDR and MASTER_PORT name the store with
 // any of them and default to 127.0.0.1:29500. COLLKIT_JOB_ID names the job,
-// else the launcher's own job id is used, else "default".
+// else the launcher's own job id is used (see sources), else "default".
+// The store and every tcp connection check it, so that two jobs that meet
+// on one MASTER_PORT are kept apart.
 // COLLKIT_STORE_EXTERNAL=1 says a launcher already hosts the store.
 // COLLKIT_SECRET is the job secret (see Env.Secret).
 //
@@ -179,9 +216,9 @@ func FromEnv(getenv func(string) string) (Env, error) {
 		}
 	}
 
-	env.JobID = firstSet(getenv, "COLLKIT_JOB_ID")
+	env.JobID, env.JobIDVar = firstSet(getenv, "COLLKIT_JOB_ID")
 	if env.JobID == "" {
-		env.JobID = src.jobID(getenv)
+		env.JobID, env.JobIDVar = src.jobID(getenv)
 	}
 	if env.JobID == "" {
 		env.JobID = "default"

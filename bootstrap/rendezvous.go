@@ -1,71 +1,253 @@
 package bootstrap
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"net"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 )
 
-// Rendezvous connects this process to its job's store: rank 0 starts a
-// Server listening on env.MasterAddr:env.MasterPort (unless
-// env.StoreExternal says a launcher already hosts one), and every rank,
-// rank 0 included, dials it. ctx bounds how long a rank waits for the store
-// to come up; give it a deadline.
+// Rendezvous is RendezvousWith with the zero RendezvousConfig: it waits
+// without logging.
+func Rendezvous(ctx context.Context, env Env) (Store, *Closer, error) {
+	return RendezvousWith(ctx, env, RendezvousConfig{})
+}
+
+// DefaultProgress is how often Rendezvous logs while it waits, when
+// RendezvousConfig.Progress is zero.
+const DefaultProgress = 5 * time.Second
+
+// RendezvousConfig adjusts RendezvousWith. The zero value is ready to use.
+type RendezvousConfig struct {
+	// Log receives a line at INFO every Progress while this rank waits for
+	// the store to come up or for the other ranks to join, naming the
+	// missing ranks and the store's address. Nil means silent.
+	Log *slog.Logger
+	// Progress is the interval between those lines. Zero means
+	// DefaultProgress.
+	Progress time.Duration
+}
+
+// RendezvousWith connects this process to its job's store and waits until
+// every rank of the job has joined it: rank 0 starts a Server listening on
+// env.MasterAddr:env.MasterPort (unless env.StoreExternal says a launcher
+// already hosts one), and every rank, rank 0 included, dials it and
+// registers its Identity. ctx bounds all of it; give it a deadline.
 //
-// Closing the returned io.Closer drops the client. On rank 0 it then waits,
+// It fails at once, on every rank still waiting, when ranks disagree on the
+// world size (ErrSizeMismatch) or two processes claim one rank
+// (ErrDuplicateRank); a process of another job is turned away
+// (ErrJobMismatch) while the job's own ranks wait on. When ctx ends first
+// the error wraps ErrMissingRanks and names the ranks that never came, and
+// rank 0, before it stops its store, hands that error to the ranks still
+// waiting.
+//
+// Closing the returned Closer drops the client. On rank 0 it then waits,
 // up to ShutdownGrace, until every other rank has closed its client too
 // before it stops the server, so a rank still reading its last keys is not
-// cut off; make sure the other ranks close theirs (or exit).
-func Rendezvous(ctx context.Context, env Env) (Store, io.Closer, error) {
+// cut off; make sure the other ranks close theirs (or exit), or use
+// Closer.Shutdown or Closer.Abort to wait less.
+func RendezvousWith(ctx context.Context, env Env, cfg RendezvousConfig) (Store, *Closer, error) {
 	if env.Size < 1 || env.Rank < 0 || env.Rank >= env.Size {
 		return nil, nil, fmt.Errorf("bootstrap: rank %d of %d is not a valid place in a job", env.Rank, env.Size)
 	}
+	start := time.Now()
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	every := cmp.Or(cfg.Progress, DefaultProgress)
 	addr := env.StoreAddr()
 	var srv *Server
 	if env.Rank == 0 && !env.StoreExternal {
 		var err error
-		if srv, err = listenOn(ctx, env.MasterAddr, env.MasterPort, secretBytes(env.Secret)); err != nil {
+		if srv, err = listenOn(ctx, env.MasterAddr, env.MasterPort, secretBytes(env.Secret), env.JobID); err != nil {
 			return nil, nil, err
 		}
 		addr = srv.Addr()
 	}
+	stop := tick(every, func() {
+		log.Info("bootstrap: waiting for the store to come up (rank 0, or the launcher, hosts it)",
+			"store", addr, "waited", time.Since(start).Round(time.Second))
+	})
 	c, err := DialConfig(ctx, ClientConfig{Addr: addr, Secret: secretBytes(env.Secret)})
+	stop()
 	if err != nil {
 		if srv != nil {
 			srv.Close()
 		}
 		return nil, nil, err
 	}
-	return c, closers{c, srv}, nil
+	cl := &Closer{c: c, srv: srv}
+	fail := func(err error) (Store, *Closer, error) {
+		cl.Abort(fmt.Errorf("rank %d gave up: %w", env.Rank, err))
+		return nil, nil, err
+	}
+	if err := c.Register(ctx, NewIdentity(env)); err != nil {
+		return fail(err)
+	}
+	if err := c.awaitRoster(ctx, env, log, every, start); err != nil {
+		return fail(err)
+	}
+	log.Debug("bootstrap: every rank joined the store", "store", addr, "size", env.Size, "waited", time.Since(start).Round(time.Millisecond))
+	return c, cl, nil
 }
 
-type closers struct {
+// awaitRoster waits until every rank has registered, logging who is
+// missing every interval.
+func (c *Client) awaitRoster(ctx context.Context, env Env, log *slog.Logger, every time.Duration, start time.Time) error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Get(ctx, rosterKey)
+		done <- err
+	}()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err == nil || ctx.Err() == nil {
+				return err // complete, or the store stopped the rendezvous
+			}
+			return c.missing(ctx, env, start)
+		case <-t.C:
+			if !log.Enabled(ctx, slog.LevelInfo) {
+				continue
+			}
+			r, err := c.Roster(ctx)
+			if err != nil {
+				continue // the Get sees it too
+			}
+			args := []any{"store", c.addr, "missing", r.missingText(), "joined", r.Joined, "size", r.Size,
+				"waited", time.Since(start).Round(time.Second)}
+			if len(r.TurnedAway) > 0 {
+				args = append(args, "turned_away", r.turnedAwayText()[2:])
+			}
+			log.Info("bootstrap: waiting for ranks to join the store", args...)
+		}
+	}
+}
+
+// missing is the error of a rendezvous whose ctx ended: it asks the store
+// (briefly) who is missing.
+func (c *Client) missing(ctx context.Context, env Env, start time.Time) error {
+	waited := time.Since(start).Round(time.Millisecond)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	r, err := c.Roster(rctx)
+	if err != nil {
+		return fmt.Errorf("%w: not every rank joined the store at %s within %v (%w%s), and the store did not say which are missing: %w; "+
+			"look at the other ranks' output", ErrMissingRanks, c.addr, waited, ctx.Err(), causeOf(ctx), err)
+	}
+	return fmt.Errorf("%w: %s did not join the store at %s within %v (%w%s)%s; "+
+		"start the missing ranks with MASTER_ADDR:MASTER_PORT set to %s and world size %d, "+
+		"or look at their output for why they did not start or could not reach the store",
+		ErrMissingRanks, r.missingText(), c.addr, waited, ctx.Err(), causeOf(ctx), r.turnedAwayText(), c.addr, env.Size)
+}
+
+// causeOf is ": " and the cause of ctx's end when it says more than
+// ctx.Err(), such as which timeout passed; else "".
+func causeOf(ctx context.Context) string {
+	if c := context.Cause(ctx); c != nil && c != ctx.Err() {
+		return ": " + c.Error()
+	}
+	return ""
+}
+
+// tick calls fn every d until the returned stop is called.
+func tick(d time.Duration, fn func()) (stop func()) {
+	t := time.NewTicker(d)
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-t.C:
+				fn()
+			case <-quit:
+				return
+			}
+		}
+	})
+	return func() {
+		t.Stop()
+		close(quit)
+		wg.Wait()
+	}
+}
+
+// Closer ends this rank's use of the job's store: it drops the client
+// and, on rank 0, stops the store server.
+type Closer struct {
 	c   *Client
 	srv *Server
 }
 
-// ShutdownGrace bounds how long rank 0's Rendezvous closer waits for the
-// other ranks to disconnect from its store.
+// ShutdownGrace bounds how long rank 0's Closer.Close waits for the other
+// ranks to disconnect from its store.
 const ShutdownGrace = 10 * time.Second
 
-func (cs closers) Close() error {
-	err := cs.c.Close()
-	if cs.srv != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
-		defer cancel()
-		err = errors.Join(err, cs.srv.Shutdown(ctx))
+// AbortGrace bounds how long rank 0's Closer.Abort waits for the ranks
+// still connected to read the reason and disconnect.
+const AbortGrace = time.Second
+
+// Close drops the client; on rank 0 it then waits up to ShutdownGrace for
+// the other ranks to disconnect before it stops the server.
+func (cl *Closer) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
+	defer cancel()
+	return cl.Shutdown(ctx)
+}
+
+// Shutdown is Close with the wait for the other ranks bounded by ctx
+// instead of ShutdownGrace.
+//
+// On rank 0 its error includes a *StoreError when two processes claimed
+// one rank, or ranks disagreed on the world size, after every rank had
+// joined: the ranks past their setup went on without hearing of it, and
+// one of them may have been a process of another job.
+func (cl *Closer) Shutdown(ctx context.Context) error {
+	err := cl.c.Close()
+	if cl.srv != nil {
+		err = errors.Join(err, cl.srv.Shutdown(ctx), cl.srv.lateConflict())
+	}
+	return err
+}
+
+// Abort is Close after a failure. On rank 0 it first stops the
+// rendezvous with reason, so that every rank still waiting on the store
+// fails at once quoting it (ErrSetupFailed, or ErrMissingRanks when reason
+// wraps that), and then waits at most AbortGrace for them; a rank that is
+// stuck or stopped does not hold it up longer.
+func (cl *Closer) Abort(reason error) error {
+	if reason == nil {
+		reason = errors.New("no reason given")
+	}
+	if cl.srv != nil {
+		code := codeFailed
+		if errors.Is(reason, ErrMissingRanks) {
+			code = codeMissing
+		}
+		cl.srv.abort(code, reason.Error())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), AbortGrace)
+	defer cancel()
+	err := cl.c.Close()
+	if cl.srv != nil {
+		cl.srv.Shutdown(ctx) // a deadline here is expected: peers may be gone
 	}
 	return err
 }
 
 // listenOn starts a Server on host:port, resolving host when it is a name
 // and trying its addresses in turn.
-func listenOn(ctx context.Context, host string, port int, secret []byte) (*Server, error) {
+func listenOn(ctx context.Context, host string, port int, secret []byte, jobID string) (*Server, error) {
 	ips := []string{host}
 	if net.ParseIP(host) == nil {
 		addrs, err := net.DefaultResolver.LookupIPAddr(ctx, host)
@@ -79,7 +261,7 @@ func listenOn(ctx context.Context, host string, port int, secret []byte) (*Serve
 	}
 	var errs []error
 	for _, ip := range ips {
-		srv, err := ListenConfig(ServerConfig{Addr: net.JoinHostPort(ip, strconv.Itoa(port)), Secret: secret})
+		srv, err := ListenConfig(ServerConfig{Addr: net.JoinHostPort(ip, strconv.Itoa(port)), Secret: secret, JobID: jobID})
 		if err == nil {
 			return srv, nil
 		}

@@ -3,11 +3,13 @@ package bootstrap
 import (
 	"context"
 	"crypto/hmac"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 )
@@ -34,6 +36,15 @@ type Server struct {
 	conns   map[*serverConn]struct{}
 	idle    chan struct{} // made by Shutdown, closed when conns is empty
 	wg      sync.WaitGroup
+
+	// The rendezvous (register.go).
+	jobID      string         // the job served: ServerConfig.JobID, else the first registrant's
+	size       int            // the first registrant's world size; 0 before
+	sizeBy     Identity       // that registrant
+	members    map[int]member // registered ranks
+	complete   bool           // every rank of size registered
+	failure    *frame         // why the rendezvous was stopped: the answer to every later request
+	turnedAway []Identity     // the last few processes of other jobs
 }
 
 type waiter struct {
@@ -55,9 +66,13 @@ type ServerConfig struct {
 	// MinSecretLen bytes. Nil means any client that speaks the protocol may
 	// read and write keys.
 	Secret []byte
-	// Log receives a warning for every connection the server drops. Nil
-	// means slog.Default().
+	// Log receives a warning for every connection the server drops and for
+	// every registration it refuses. Nil means slog.Default().
 	Log *slog.Logger
+	// JobID is the job the store serves: a process that registers with
+	// another job id is turned away (ErrJobMismatch). Empty means the job
+	// of the first process that registers.
+	JobID string
 }
 
 // ListenConfig starts a store server as cfg says and serves in the
@@ -71,7 +86,7 @@ func ListenConfig(cfg ServerConfig) (*Server, error) {
 		return nil, fmt.Errorf("bootstrap: store server cannot listen on %s: %w", cfg.Addr, err)
 	}
 	s := newServer(ln)
-	s.secret = cfg.Secret
+	s.secret, s.jobID = cfg.Secret, cfg.JobID
 	if cfg.Log != nil {
 		s.log = cfg.Log
 	}
@@ -90,6 +105,7 @@ func newServer(ln net.Listener) *Server {
 		values:       make(map[string][]byte),
 		waiters:      make(map[string][]waiter),
 		conns:        make(map[*serverConn]struct{}),
+		members:      make(map[int]member),
 	}
 }
 
@@ -179,9 +195,18 @@ func (s *Server) accept() {
 	}
 }
 
-// set stores value and answers the Gets that waited for key.
-func (s *Server) set(key string, value []byte) {
+// set stores value and answers the Gets that waited for key, or returns
+// the error frame that refuses the request.
+func (s *Server) set(c *serverConn, key string, value []byte) *frame {
 	s.mu.Lock()
+	if f := s.refusal(c); f != nil {
+		s.mu.Unlock()
+		return f
+	}
+	if strings.HasPrefix(key, reservedPrefix) {
+		s.mu.Unlock()
+		return &frame{typ: frameError, value: fmt.Appendf(nil, "keys under %q are the store's own", reservedPrefix)}
+	}
 	s.values[key] = value
 	ws := s.waiters[key]
 	delete(s.waiters, key)
@@ -192,11 +217,19 @@ func (s *Server) set(key string, value []byte) {
 	for _, w := range ws {
 		w.c.send(frame{typ: frameValue, id: w.id, value: value})
 	}
+	return nil
 }
 
 // get answers at once when key is set and registers a waiter otherwise.
 func (s *Server) get(c *serverConn, id uint64, key string) {
 	s.mu.Lock()
+	if f := s.refusal(c); f != nil {
+		s.mu.Unlock()
+		e := *f
+		e.id = id
+		c.send(e)
+		return
+	}
 	v, ok := s.values[key]
 	if !ok {
 		s.waiters[key] = append(s.waiters[key], waiter{c, id})
@@ -240,6 +273,11 @@ type serverConn struct {
 	s    *Server
 	nc   net.Conn
 	gets map[uint64]string // waiting Gets by id; guarded by s.mu
+	// member is the identity this connection registered, refused the error
+	// that answers its every request once it was turned away; guarded by
+	// s.mu.
+	member  *Identity
+	refused *frame
 
 	mu      sync.Mutex
 	queue   [][]byte
@@ -372,8 +410,22 @@ func (c *serverConn) read() {
 		}
 		switch f.typ {
 		case frameSet:
-			c.s.set(f.key, append([]byte{}, f.value...))
-			c.send(frame{typ: frameOK, id: f.id})
+			if e := c.s.set(c, f.key, append([]byte{}, f.value...)); e != nil {
+				reply := *e
+				reply.id = f.id
+				c.send(reply)
+			} else {
+				c.send(frame{typ: frameOK, id: f.id})
+			}
+		case frameRegister:
+			c.s.register(c, f.id, f.value)
+		case frameRoster:
+			b, err := json.Marshal(c.s.roster())
+			if err != nil { // cannot happen: a Roster always encodes
+				c.send(frame{typ: frameError, id: f.id, value: []byte(err.Error())})
+			} else {
+				c.send(frame{typ: frameValue, id: f.id, value: b})
+			}
 		case frameGet:
 			c.s.get(c, f.id, f.key)
 		case frameCancel:
@@ -395,6 +447,7 @@ func (c *serverConn) forget() {
 		s.removeWaiter(key, c, id)
 	}
 	clear(c.gets)
+	s.unregisterLocked(c)
 	delete(s.conns, c)
 	if s.idle != nil && len(s.conns) == 0 {
 		select {

@@ -26,16 +26,18 @@ const (
 	frameGet       byte = 3 // key; answered when the key is set
 	frameCancel    byte = 4 // id of a Get the client no longer waits for
 	frameProof     byte = 5 // value: client nonce, client MAC
+	frameRegister  byte = 6 // value: the client's Identity as JSON (register.go)
+	frameRoster    byte = 7 // answered with a frameValue: the Roster as JSON
 	frameOK        byte = 0x81
 	frameValue     byte = 0x82 // value of the Get with this id
-	frameError     byte = 0x83 // value is a message for the user
+	frameError     byte = 0x83 // value is a message for the user; key, if any, a code (register.go)
 	frameChallenge byte = 0x84 // value: server nonce
 	frameWelcome   byte = 0x85 // value: server MAC; the client is authenticated
 )
 
 const (
 	storeMagic   = "collkit/store"
-	protoVersion = 1
+	protoVersion = 2 // 2: registration (frameRegister, frameRoster)
 
 	// MaxKeyLen and MaxValueLen bound what the store accepts, so that a
 	// broken or hostile client cannot make the server allocate without limit.
@@ -96,8 +98,8 @@ func decodeFrame(b []byte) (frame, error) {
 	}
 	f.key, f.value = string(rest[:kl]), rest[kl:]
 	switch f.typ {
-	case frameHello, frameSet, frameValue, frameError, frameProof, frameChallenge, frameWelcome:
-	case frameGet, frameCancel, frameOK:
+	case frameHello, frameSet, frameValue, frameError, frameProof, frameChallenge, frameWelcome, frameRegister:
+	case frameGet, frameCancel, frameOK, frameRoster:
 		if len(f.value) != 0 {
 			return frame{}, fmt.Errorf("%w: type %#x carries a %d-byte value", errBadFrame, f.typ, len(f.value))
 		}

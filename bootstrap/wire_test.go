@@ -20,6 +20,9 @@ func validFrames() []frame {
 		{typ: frameChallenge, value: make([]byte, nonceLen)},
 		{typ: frameProof, id: 1, value: make([]byte, nonceLen+macLen)},
 		{typ: frameWelcome, id: 1, value: make([]byte, macLen)},
+		{typ: frameRegister, id: 2, value: []byte(`{"rank":1,"size":2,"job":"j","host":"h","pid":7,"nonce":"ab"}`)},
+		{typ: frameRoster, id: 3},
+		{typ: frameError, id: 2, key: codeDuplicate, value: []byte("rank 1 was claimed twice")},
 	}
 }
 
@@ -48,6 +51,7 @@ func TestDecodeFrameRejects(t *testing.T) {
 		"key too long":     appendFrame(nil, frame{typ: frameGet, key: long})[4:],
 		"get with value":   appendFrame(nil, frame{typ: frameGet, key: "k", value: []byte("x")})[4:],
 		"cancel has value": appendFrame(nil, frame{typ: frameCancel, value: []byte("x")})[4:],
+		"roster has value": appendFrame(nil, frame{typ: frameRoster, value: []byte("x")})[4:],
 	}
 	for name, b := range cases {
 		if _, err := decodeFrame(b); !errors.Is(err, errBadFrame) {

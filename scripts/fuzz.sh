@@ -13,6 +13,7 @@ targets=(
   "./transport/tcp FuzzDecodeHandshake"   # hello, accept/reject, challenge, proof
   "./transport/tcp FuzzRecv"              # the receive path over a real socket: header check, abort notices, payload
   "./bootstrap FuzzDecodeFrame"           # store protocol frames, auth frames included
+  "./bootstrap FuzzDecodeRegistration"    # a rank's identity and the store's roster
 )
 summary=()
 status=0

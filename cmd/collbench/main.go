@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -111,8 +112,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			env.Rank, opts.np, env.Size, env.Source)
 		return exitUsage
 	}
-	if err := worker(ctx, env, opts, stdout); err != nil {
-		fmt.Fprintf(stderr, "collbench: rank %d: %v\n", env.Rank, err)
+	report := &failReport{w: stderr, rank: env.Rank}
+	if err := worker(ctx, env, opts, stdout, report); err != nil {
+		report.print(err)
 		var u usageError
 		if errors.As(err, &u) {
 			return exitUsage
@@ -120,6 +122,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitFailed
 	}
 	return 0
+}
+
+// failReport prints a rank's error once, as soon as it is known: before
+// the cleanup that follows it (closing connections; rank 0 waiting for the
+// other ranks to leave its store), so that the user sees the cause when it
+// happens and a stuck peer cannot delay it.
+type failReport struct {
+	once sync.Once
+	w    io.Writer
+	rank int
+}
+
+func (f *failReport) print(err error) {
+	f.once.Do(func() { fmt.Fprintf(f.w, "collbench: rank %d: %v\n", f.rank, err) })
+}
+
+// setupContext bounds a setup step (the rendezvous, connecting a
+// transport) by --connect-timeout, saying so when it passes.
+func setupContext(ctx context.Context, opts options) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, opts.connectTimeout, fmt.Errorf(
+		"--connect-timeout %v passed (raise it if ranks start further apart)", opts.connectTimeout))
 }
 
 // launchLocal starts opts.np ranks of this program on this machine.
@@ -158,20 +181,40 @@ func shareCores(env bootstrap.Env) {
 	runtime.GOMAXPROCS(max(1, runtime.NumCPU()/env.LocalSize))
 }
 
-func worker(ctx context.Context, env bootstrap.Env, opts options, stdout io.Writer) error {
+func worker(ctx context.Context, env bootstrap.Env, opts options, stdout io.Writer, report *failReport) (err error) {
 	shareCores(env)
 	if opts.bind == "core" && env.LocalSize > 0 {
 		if _, err := launch.BindCore(env.LocalRank); err != nil {
 			return err
 		}
 	}
-	setup, cancel := context.WithTimeout(ctx, opts.connectTimeout)
-	store, closer, err := bootstrap.Rendezvous(setup, env)
+	log, err := collkit.LoggerFromEnv(os.Getenv)
+	if err != nil {
+		return usageError{err}
+	}
+	setup, cancel := setupContext(ctx, opts)
+	store, closer, err := bootstrap.RendezvousWith(setup, env, bootstrap.RendezvousConfig{Log: log.With("rank", env.Rank)})
 	cancel()
 	if err != nil {
 		return usageError{fmt.Errorf("collkit: rank %d: %w", env.Rank, err)}
 	}
-	defer closer.Close()
+	defer func() {
+		if err != nil {
+			// The error first: then rank 0 stops its store, telling the
+			// ranks still setting up, and waits for the others only
+			// briefly, since a stuck one would hold it for the whole
+			// bootstrap.ShutdownGrace.
+			report.print(err)
+			closer.Abort(err)
+			return
+		}
+		// A rank claimed twice after the setup: this run may have been
+		// joined by a process of another job.
+		var se *bootstrap.StoreError
+		if cerr := closer.Close(); errors.As(cerr, &se) {
+			err = se
+		}
+	}()
 	if opts.metrics, err = startMetrics(opts.metricsAddr, env); err != nil {
 		return usageError{err}
 	}
@@ -187,7 +230,7 @@ func worker(ctx context.Context, env bootstrap.Env, opts options, stdout io.Writ
 	writeSkipped(out, opts.skipped)
 	var reports []bench.Report
 	for _, tr := range opts.transports {
-		rs, err := runTransport(ctx, env, store, tr, opts, out, prog)
+		rs, err := runTransport(ctx, env, store, tr, opts, out, prog, report)
 		reports = append(reports, rs...)
 		if err != nil {
 			return err
@@ -223,8 +266,8 @@ func worker(ctx context.Context, env bootstrap.Env, opts options, stdout io.Writ
 
 // runTransport connects the named transport (with its own keys in the
 // job's store) and sweeps every algorithm over it.
-func runTransport(ctx context.Context, env bootstrap.Env, store bootstrap.Store, tr string, opts options, out io.Writer, prog *progress) ([]bench.Report, error) {
-	setup, cancel := context.WithTimeout(ctx, opts.connectTimeout)
+func runTransport(ctx context.Context, env bootstrap.Env, store bootstrap.Store, tr string, opts options, out io.Writer, prog *progress, report *failReport) (reports []bench.Report, err error) {
+	setup, cancel := setupContext(ctx, opts)
 	defer cancel()
 	tlsConfig, err := opts.tls.load()
 	if err != nil {
@@ -244,12 +287,16 @@ func runTransport(ctx context.Context, env bootstrap.Env, store bootstrap.Store,
 	if err != nil {
 		return nil, usageError{err}
 	}
-	defer comm.Close()
+	defer func() {
+		if err != nil {
+			report.print(err) // before Close, which may wait on peers
+		}
+		comm.Close()
+	}()
 	opts.metrics.add(comm, tr)
 	if opts.root >= comm.Size() {
 		return nil, usageError{fmt.Errorf("--root %d is not a rank of %d (0 to %d)", opts.root, comm.Size(), comm.Size()-1)}
 	}
-	var reports []bench.Report
 	if opts.interleave {
 		reports, err = runInterleaved(ctx, comm, tr, opts, out, prog)
 		if err != nil {
@@ -419,7 +466,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	addGateFlags(fs, &tolerance, &o.gates.minBW)
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "no progress bar on stderr")
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "fail a collective that takes longer than this (a dead or stuck peer)")
-	fs.DurationVar(&o.connectTimeout, "connect-timeout", 30*time.Second, "give up meeting the other ranks after this long")
+	fs.DurationVar(&o.connectTimeout, "connect-timeout", 30*time.Second, "give up setting up after this long: all ranks joining the store (the missing ones are named; COLLKIT_DEBUG=INFO logs them every 5 s), and then connecting each transport")
 	o.tls.flags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: collbench [flags]\n       collbench tune [flags]\n       collbench compare BASE.json NEW.json [--tolerance 10%%] [--min-bw GB/s]\n       collbench plot RESULT.json... [-o FILE.png|FILE.svg]\n\n"+

@@ -101,8 +101,8 @@ func TestNetnsLinkDown(t *testing.T) {
 			t.Errorf("rank %d reported no error:\n%s", r, out)
 		}
 	}
-	// 1 s before the cut, 3 s timeout, then rank 0 waits up to
-	// bootstrap.ShutdownGrace (10 s) for ranks that cannot reach its store.
+	// 1 s before the cut, 3 s timeout, then rank 0, having failed, waits up
+	// to bootstrap.AbortGrace (1 s) for ranks that cannot reach its store.
 	if d := time.Since(start); d > 60*time.Second {
 		t.Errorf("took %v", d)
 	}
