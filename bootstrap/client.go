@@ -244,7 +244,12 @@ func (c *Client) call(ctx context.Context, typ byte, key string, value []byte) (
 func (c *Client) write(ctx context.Context, f frame) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	dl, _ := ctx.Deadline()
+	dl, ok := ctx.Deadline()
+	if ok && !time.Now().Before(dl) {
+		// Nothing written yet: the stream is still in sync, keep it (a
+		// rank that timed out still asks the store who is missing).
+		return context.DeadlineExceeded
+	}
 	c.nc.SetWriteDeadline(dl)
 	c.wbuf = appendFrame(c.wbuf[:0], f)
 	if _, err := c.nc.Write(c.wbuf); err != nil {

@@ -99,8 +99,14 @@ func RendezvousWith(ctx context.Context, env Env, cfg RendezvousConfig) (Store, 
 	return c, cl, nil
 }
 
+// LoudWait is how long a rank waits for the others silently when its logger
+// is off (COLLKIT_DEBUG unset): from then on, and every LoudWait after, it
+// says who is missing through the process's default logger (slog.Default),
+// so that a rank waiting for a rank that never comes is never silent.
+const LoudWait = 30 * time.Second
+
 // awaitRoster waits until every rank has registered, logging who is
-// missing every interval.
+// missing every interval (see LoudWait for a logger that is off).
 func (c *Client) awaitRoster(ctx context.Context, env Env, log *slog.Logger, every time.Duration, start time.Time) error {
 	done := make(chan error, 1)
 	go func() {
@@ -109,6 +115,7 @@ func (c *Client) awaitRoster(ctx context.Context, env Env, log *slog.Logger, eve
 	}()
 	t := time.NewTicker(every)
 	defer t.Stop()
+	lastLoud := time.Duration(0)
 	for {
 		select {
 		case err := <-done:
@@ -117,7 +124,10 @@ func (c *Client) awaitRoster(ctx context.Context, env Env, log *slog.Logger, eve
 			}
 			return c.missing(ctx, env, start)
 		case <-t.C:
-			if !log.Enabled(ctx, slog.LevelInfo) {
+			waited := time.Since(start)
+			verbose := log.Enabled(ctx, slog.LevelInfo)
+			loud := !verbose && waited-lastLoud >= LoudWait
+			if !verbose && !loud {
 				continue
 			}
 			r, err := c.Roster(ctx)
@@ -125,11 +135,17 @@ func (c *Client) awaitRoster(ctx context.Context, env Env, log *slog.Logger, eve
 				continue // the Get sees it too
 			}
 			args := []any{"store", c.addr, "missing", r.missingText(), "joined", r.Joined, "size", r.Size,
-				"waited", time.Since(start).Round(time.Second)}
+				"waited", waited.Round(time.Second)}
 			if len(r.TurnedAway) > 0 {
 				args = append(args, "turned_away", r.turnedAwayText()[2:])
 			}
-			log.Info("bootstrap: waiting for ranks to join the store", args...)
+			if verbose {
+				log.Info("bootstrap: waiting for ranks to join the store", args...)
+				continue
+			}
+			lastLoud = waited
+			slog.Warn("collkit: still waiting for ranks to join the store (COLLKIT_DEBUG=INFO logs this every few seconds)",
+				append([]any{"rank", env.Rank}, args...)...)
 		}
 	}
 }
