@@ -235,8 +235,11 @@ func TestCollectivesMem(t *testing.T) {
 	testCollectives(t, algotest.MemWorld, []int{1, 2, 3, 4, 5, 6, 7, 8}, collCounts)
 }
 
+// Over sockets, the sizes that differ in shape (one rank, powers of two,
+// odd, the largest): the in-memory run covers every size from 1 to 8, and
+// this one took 90 s of the race suite with all eight.
 func TestCollectivesTCP(t *testing.T) {
-	testCollectives(t, algotest.TCPWorld, []int{1, 2, 3, 4, 5, 6, 7, 8}, []int{0, 3, 9001})
+	testCollectives(t, algotest.TCPWorld, []int{1, 2, 3, 5, 8}, []int{0, 3, 9001})
 }
 
 // Nobody leaves a barrier before everyone has entered it.
