@@ -68,6 +68,7 @@ func (t *Transport) Ping(ctx context.Context, peer int) ([]transport.Wait, error
 	start := time.Now()
 	classify := func(err error) error {
 		if ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			pr.silent.Store(true) // Abort does not wait for it to take a notice
 			return perr(fmt.Errorf("%w within %v: its process is stopped or hung, or the network to it is cut (%v)",
 				transport.ErrNoAnswer, time.Since(start).Round(time.Millisecond), err))
 		}
@@ -108,6 +109,7 @@ func (t *Transport) Ping(ctx context.Context, peer int) ([]transport.Wait, error
 			return nil, perr(fmt.Errorf("%w: a wait on rank %d in a job of %d ranks", errBadHandshake, w.Peer, t.cfg.Size))
 		}
 	}
+	pr.silent.Store(false)
 	return ws, nil
 }
 

@@ -202,6 +202,7 @@ type peer struct {
 
 	broken    atomic.Bool
 	dead      atomic.Bool            // closed by the peer without an abort notice
+	silent    atomic.Bool            // its last ping went unanswered: stopped or hung
 	notice    atomic.Pointer[string] // an abort reason inspect found
 	errMu     sync.Mutex
 	err       error // the first error that broke the connections
