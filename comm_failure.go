@@ -43,9 +43,9 @@ type FailureError struct {
 }
 
 // Stuck is a rank found holding the job up. When a collective times out, or
-// a peer aborts, and no peer died, the failing rank asks the rank it waited
-// on what that one waits on, and so on along the chain (transport.Pinger),
-// and then every other rank, all within ProbeWindow.
+// a peer aborts, and no peer died, the failing rank asks every other rank
+// what it waits on (transport.Pinger), giving each ProbeWindow to answer,
+// and follows the chain of waits in the answers.
 type Stuck struct {
 	Rank int
 	// Answered is false when the rank's process did not answer a liveness
@@ -164,74 +164,68 @@ func (c *Comm) diagnose(err error) *FailureError {
 		start := time.Now()
 		fe.Stuck = findStuck(p, c.Rank(), c.Size(), append(peersOf(fe.Waits), own...), timedOut && c.intra == nil, c.obs.log)
 		fe.probed = true
-		c.obs.log.Info("stall search", "stuck", fmt.Sprint(fe.Stuck), "took", time.Since(start))
+		c.obs.log.Info("stall search", "report", fe.StallReport(), "took", time.Since(start))
 	}
 	return fe
 }
 
-// findStuck finds the ranks that hold the job up, starting from the peers
-// this rank waits on. It asks each rank waited on what it waits on in turn,
-// following the chain, and when that finds no rank that fails to answer
-// (a rank on the chain may have given up and closed), every rank not asked
-// yet, all within ProbeWindow. It returns the ranks that did not answer;
-// without those, and when idle is set, the ranks that answered but wait on
-// no one.
+// maxPings bounds the liveness probes one rank has in flight.
+const maxPings = 256
+
+// findStuck finds the ranks that hold the job up. It asks every other rank
+// at once what it waits on (transport.Pinger), giving each probe all of
+// ProbeWindow; a probe that cannot start within ProbeWindow (more than
+// maxPings ranks are slow) is not made. It returns the ranks that did not
+// answer; without those, and when idle is set, the ranks that answered but
+// wait on no one. The chains of waits, from this rank's own (waitsOn), come
+// from the answers.
+//
+// Every probe gets the whole window, rather than following the chain of
+// waits one probe after another: a probe started late, with less time
+// left, could take a live rank for a stuck one.
 func findStuck(p transport.Pinger, self, size int, waitsOn []int, idle bool, log *slog.Logger) []Stuck {
-	ctx, cancel := context.WithTimeout(context.Background(), ProbeWindow)
-	defer cancel()
-	edges := map[int][]int{self: dedup(waitsOn)} // rank -> the peers it waits on, for each that answered
-	silent, answered := map[int]bool{}, map[int]bool{}
-	asked := map[int]bool{self: true}
+	start := time.Now()
 	type answer struct {
 		rank  int
 		waits []transport.Wait
 		err   error
+		asked bool
 	}
-	ask := func(ranks []int) (next []int) {
-		answers := make(chan answer, len(ranks))
-		for _, r := range ranks {
-			asked[r] = true
-			go func() {
-				start := time.Now()
-				ws, err := p.Ping(ctx, r)
-				log.Info("ping", "peer", r, "took", time.Since(start), "waits", len(ws), "err", err)
-				answers <- answer{r, ws, err}
-			}()
+	answers := make(chan answer, size)
+	slots := make(chan struct{}, maxPings)
+	for r := range size {
+		if r == self {
+			continue
 		}
-		for range ranks {
-			a := <-answers
-			switch {
-			case errors.Is(a.err, transport.ErrNoAnswer):
-				silent[a.rank] = true
-			case a.err != nil:
-				// Gone: it gave up and closed its transport, or exited;
-				// not stuck either way.
-			default:
-				answered[a.rank] = true
-				edges[a.rank] = dedup(peersOf(a.waits))
-				next = append(next, edges[a.rank]...)
+		go func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			if time.Since(start) > ProbeWindow {
+				answers <- answer{rank: r}
+				return
 			}
-		}
-		return next
+			ctx, cancel := context.WithTimeout(context.Background(), ProbeWindow)
+			defer cancel()
+			t0 := time.Now()
+			ws, err := p.Ping(ctx, r)
+			log.Info("ping", "peer", r, "took", time.Since(t0), "waits", len(ws), "err", err)
+			answers <- answer{r, ws, err, true}
+		}()
 	}
-	notAsked := func(ranks []int) []int {
-		var out []int
-		for _, r := range dedup(ranks) {
-			if r >= 0 && r < size && !asked[r] {
-				out = append(out, r)
-			}
+	edges := map[int][]int{self: dedup(waitsOn)} // rank -> the peers it waits on, for each that answered
+	silent, answered := map[int]bool{}, map[int]bool{}
+	for range size - 1 {
+		switch a := <-answers; {
+		case !a.asked:
+		case errors.Is(a.err, transport.ErrNoAnswer):
+			silent[a.rank] = true
+		case a.err != nil:
+			// Gone: it gave up and closed its transport, or exited; not
+			// stuck either way.
+		default:
+			answered[a.rank] = true
+			edges[a.rank] = dedup(peersOf(a.waits))
 		}
-		return out
-	}
-	for frontier := notAsked(edges[self]); len(frontier) > 0; {
-		frontier = notAsked(ask(frontier))
-	}
-	if len(silent) == 0 {
-		all := make([]int, size)
-		for r := range all {
-			all[r] = r
-		}
-		ask(notAsked(all))
 	}
 
 	var found []Stuck

@@ -83,7 +83,8 @@ type WaitReporter interface {
 // blocked. Ping returns the peer's Waits (see WaitReporter; empty when it is
 // in no Send or Recv), an error wrapping ErrNoAnswer when the peer did not
 // answer before ctx ended, or another error when it is gone: its process
-// exited or its transport was closed.
+// exited or its transport was closed. A ctx that has ended before Ping
+// begins says nothing about the peer: Ping then returns ctx's error.
 //
 // Stall reports use it to find the rank that holds the job up. Ping is safe
 // to call concurrently with Send, Recv and other Pings, but not after Close.

@@ -511,6 +511,9 @@ func (t *Transport) Ping(ctx context.Context, peer int) ([]transport.Wait, error
 	if err := t.check("ping", peer); err != nil {
 		return nil, err
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, t.fail("ping", peer, fmt.Errorf("mem: %w", err)) // no time to answer in
+	}
 	pt, l := t.net.ts[peer], t.net.link(t.rank, peer)
 	gone := func() error {
 		return t.fail("ping", peer, fmt.Errorf("mem: rank %d was closed or killed: %w", peer, transport.ErrPeerGone))

@@ -62,6 +62,9 @@ func (t *Transport) Ping(ctx context.Context, peer int) ([]transport.Wait, error
 	perr := func(err error) error {
 		return &transport.PeerError{Rank: peer, Addr: pr.addr, Op: "ping", Err: err}
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, perr(err) // no time to answer in: not the peer's fault
+	}
 	if pr.dead.Load() {
 		return nil, perr(fmt.Errorf("%w: rank %d died (its connection closed without an abort notice)", transport.ErrPeerGone, peer))
 	}

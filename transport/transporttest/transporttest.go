@@ -562,6 +562,12 @@ func (s suite) ping(t *testing.T) {
 			t.Error(err)
 		}
 	}
+	ended, cancelEnded := context.WithCancel(t.Context())
+	cancelEnded()
+	if _, err := p.Ping(ended, 1); !errors.Is(err, context.Canceled) || errors.Is(err, transport.ErrNoAnswer) {
+		t.Errorf("rank 0: Ping(1) with a context already cancelled returned %v, want context.Canceled: "+
+			"no time to answer says nothing about the peer", err)
+	}
 	for _, peer := range []int{0, 3, -1} {
 		if _, err := p.Ping(t.Context(), peer); !errors.Is(err, transport.ErrBadPeer) {
 			t.Errorf("rank 0: Ping(%d) returned %v, want an error wrapping transport.ErrBadPeer", peer, err)
