@@ -69,7 +69,7 @@ func (s Stuck) String() string {
 		fmt.Fprintf(&b, "rank %d is alive but in no send or receive (it answered a liveness probe): "+
 			"it has not called the collective, or is busy outside collkit", s.Rank)
 	} else {
-		fmt.Fprintf(&b, "rank %d is not responding (stopped or hung: it did not answer a liveness probe within %v)", s.Rank, ProbeWindow)
+		fmt.Fprintf(&b, "rank %d is not responding (stopped, hung or cut off: it did not answer a liveness probe within %v)", s.Rank, ProbeWindow)
 	}
 	for i, r := range s.Chain[:max(len(s.Chain)-1, 0)] {
 		switch {
