@@ -8,7 +8,8 @@
 // assertion, never methods every transport must stub: Buffered, Spanner, and
 // the native collectives (native.go) of transports that run a collective
 // themselves, NativeAllReducer (shm, nccl) and NativeCollectives (nccl),
-// described by a Header as the algorithms' collectives are.
+// described by a Header as the algorithms' collectives are. Failure
+// reports use those of failure.go: Aborter, Prober, WaitReporter and Pinger.
 //
 // # Contract
 //

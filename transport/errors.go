@@ -20,6 +20,11 @@ var (
 	ErrRejected = errors.New("connection rejected")
 	// ErrBadPeer is wrapped when a peer rank is out of range or is the caller.
 	ErrBadPeer = errors.New("invalid peer rank")
+	// ErrNoAnswer is wrapped by Pinger.Ping when the peer's process did not
+	// answer before the context ended: it is stopped (SIGSTOP), hung, or
+	// cut off by the network, though its kernel may still hold the
+	// connection open.
+	ErrNoAnswer = errors.New("peer did not answer a liveness probe")
 )
 
 // PeerError is an error in an operation with one peer.

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"fmt"
 	"time"
 )
@@ -74,4 +75,19 @@ func (w Wait) String() string {
 // first.
 type WaitReporter interface {
 	Waits() []Wait
+}
+
+// Pinger is implemented by transports that can ask a peer's process (not
+// just its kernel, which keeps answering TCP for a stopped process) whether
+// it is alive, and what it is waiting on, while the peer's own collective is
+// blocked. Ping returns the peer's Waits (see WaitReporter; empty when it is
+// in no Send or Recv), an error wrapping ErrNoAnswer when the peer did not
+// answer before ctx ended, or another error when it is gone: its process
+// exited or its transport was closed. A ctx that has ended before Ping
+// begins says nothing about the peer: Ping then returns ctx's error.
+//
+// Stall reports use it to find the rank that holds the job up. Ping is safe
+// to call concurrently with Send, Recv and other Pings, but not after Close.
+type Pinger interface {
+	Ping(ctx context.Context, peer int) ([]Wait, error)
 }

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/collkit/collkit"
 )
 
 // children lists the pids of pid's child processes (Linux /proc; every
@@ -142,4 +144,104 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// One stop trial with real processes (scripts/stall-trials.sh runs many): a
+// worker stopped with SIGSTOP mid-benchmark (stuck, not dead) is named as
+// not responding first in every other rank's stall report, within the
+// timeout and the probe window, and no live rank is named; the launcher
+// kills the stopped worker and exits non-zero.
+func TestStopWorker(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc to find the workers")
+	}
+	const np, timeout = 4, 3 * time.Second
+	cmd := exec.Command(binary, "--np", strconv.Itoa(np), "--algo", "ring", "-b", "64K", "-e", "64K", "-n", "1000000",
+		"--timeout", timeout.String())
+	cmd.Env = cleanEnv()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errPipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	// The ranks' lines as they come, and all of them for the failures.
+	stderr, errLines := &lockedBuffer{}, make(chan string, 64)
+	go func() {
+		sc := bufio.NewScanner(errPipe)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			fmt.Fprintln(stderr, sc.Text())
+			errLines <- sc.Text()
+		}
+		close(errLines)
+	}()
+	// Wait for the column header: the ranks are connected and running.
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() && !strings.Contains(sc.Text(), "size") {
+	}
+	go io.Copy(io.Discard, stdout)
+	workers := children(cmd.Process.Pid)
+	if len(workers) != np {
+		t.Fatalf("found %d workers, want %d; stderr:\n%s", len(workers), np, stderr.String())
+	}
+	victimPid := workers[time.Now().Nanosecond()%len(workers)]
+	victim := rankOf(victimPid)
+	stopped := time.Now()
+	if err := syscall.Kill(victimPid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(victimPid, syscall.SIGKILL)
+	// Every other rank reports within the timeout, twice the probe window
+	// (once more on a rank told by a peer's abort notice) and some slack.
+	lines := make(map[int]string)
+	late := time.NewTimer(timeout + 2*collkit.ProbeWindow + 5*time.Second)
+	defer late.Stop()
+	for len(lines) < np-1 {
+		select {
+		case l, ok := <-errLines:
+			var r int
+			if _, err := fmt.Sscanf(l, "collbench: rank %d: ", &r); err == nil && r != victim && lines[r] == "" {
+				lines[r] = l
+				t.Logf("rank %d reported %v after the stop", r, time.Since(stopped).Round(time.Millisecond))
+			}
+			if ok {
+				continue
+			}
+		case <-late.C:
+		}
+		t.Fatalf("%d of %d ranks reported within %v of the stop; stderr:\n%s", len(lines), np-1, time.Since(stopped), stderr.String())
+	}
+	go func() {
+		for range errLines {
+		}
+	}()
+	for r, line := range lines {
+		if !strings.Contains(line, fmt.Sprintf("stall report: rank %d is not responding", victim)) {
+			t.Errorf("rank %d's stall report does not name the stopped rank %d first: %s", r, victim, line)
+		}
+		for x := range np {
+			if x != victim && (strings.Contains(line, fmt.Sprintf("rank %d is not responding", x)) ||
+				strings.Contains(line, fmt.Sprintf("rank %d is alive but", x))) {
+				t.Errorf("rank %d names the live rank %d as stuck: %s", r, x, line)
+			}
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(2*timeout + 30*time.Second):
+		t.Fatalf("collbench still running %v after rank %d was stopped; stderr:\n%s", time.Since(stopped), victim, stderr.String())
+	}
+	if err == nil {
+		t.Fatal("collbench exited 0 after a rank was stopped")
+	}
+	t.Logf("rank %d stopped; collbench exited (%v) %v later", victim, err, time.Since(stopped).Round(time.Millisecond))
 }

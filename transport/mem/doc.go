@@ -19,7 +19,11 @@
 // # Faults
 //
 // Config makes the network lose and delay messages, and Network.Cut and
-// Network.Kill break links and ranks while operations are in flight. Each
+// Network.Kill break links and ranks while operations are in flight;
+// Network.Stop freezes a rank as SIGSTOP freezes a process, so that it
+// answers no Ping (transport.Pinger) and its operations never return. Like
+// tcp, a Transport reports its Waits and can Abort with a reason its peers
+// quote. Each
 // directed link draws from its own random source seeded by Config.Seed, so a
 // seed picks the same faults on every run however the goroutines are
 // scheduled. Delays are measured with the time package's clock, so inside a

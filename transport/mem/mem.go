@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,10 +45,27 @@ type Transport struct {
 	closed    chan struct{} // closed by Close or Kill
 	closeOnce sync.Once
 	killed    atomic.Bool
-	aborted   atomic.Pointer[string] // the reason Abort gave, if it was called
+	stopped   chan struct{} // closed by Stop
+	stopOnce  sync.Once
+	reason    atomic.Pointer[string] // set by Abort before it closes
+
+	waitMu sync.Mutex
+	waits  []recvWait // by peer: the Recv in progress, or the last one that failed
 }
 
-var _ transport.Transport = (*Transport)(nil)
+// recvWait is one peer's entry in a stall report.
+type recvWait struct {
+	since  time.Time // zero: none
+	h      transport.Header
+	failed bool
+}
+
+var (
+	_ transport.Transport    = (*Transport)(nil)
+	_ transport.WaitReporter = (*Transport)(nil)
+	_ transport.Pinger       = (*Transport)(nil)
+	_ transport.Aborter      = (*Transport)(nil)
+)
 
 // link is one direction of the connection between two ranks.
 type link struct {
@@ -81,7 +99,8 @@ func NewNetwork(size int, cfg Config) *Network {
 	}
 	n := &Network{cfg: cfg, ts: make([]*Transport, size), links: make([]*link, size*size)}
 	for r := range n.ts {
-		n.ts[r] = &Transport{net: n, rank: r, closed: make(chan struct{})}
+		n.ts[r] = &Transport{net: n, rank: r, closed: make(chan struct{}), stopped: make(chan struct{}),
+			waits: make([]recvWait, size)}
 	}
 	faults := cfg.Drop > 0 || cfg.Delay > 0
 	for a := 0; a < size; a++ {
@@ -153,6 +172,16 @@ func (n *Network) Kill(rank int) {
 	}
 }
 
+// Stop freezes rank as SIGSTOP freezes a process: its Sends and Recvs, those
+// in progress and later ones, return only when it is closed or killed, and
+// it answers no Ping, while messages sent to it still queue (as a stopped
+// process's kernel still takes them in). It panics if rank is out of range.
+func (n *Network) Stop(rank int) {
+	n.mustRank("Stop", rank)
+	t := n.ts[rank]
+	t.stopOnce.Do(func() { close(t.stopped) })
+}
+
 // Close closes every rank's transport. It always returns nil.
 func (n *Network) Close() error {
 	for _, t := range n.ts {
@@ -201,31 +230,12 @@ func (t *Transport) Close() error {
 	return nil
 }
 
-// Abort closes the transport as Close does, after which its peers' Recvs
-// and Sends fail with a *transport.AbortError carrying reason, as a tcp
-// peer's abort notice makes them. Abort always returns nil.
-func (t *Transport) Abort(reason string) error {
-	if len(reason) > transport.MaxAbortReason {
-		reason = reason[:transport.MaxAbortReason]
-	}
-	t.aborted.CompareAndSwap(nil, &reason)
-	return t.Close()
-}
-
-var _ transport.Aborter = (*Transport)(nil)
-
-// closedPeerErr is the error of an operation with peer, which closed its
-// transport.
-func (t *Transport) closedPeerErr(peer int) error {
-	if r := t.net.ts[peer].aborted.Load(); r != nil {
-		return &transport.AbortError{Rank: peer, Reason: *r}
-	}
-	return fmt.Errorf("mem: rank %d closed its transport: %w", peer, transport.ErrPeerGone)
-}
-
 // Send queues a copy of p for peer and returns without waiting for the
 // receiver. A message the Config drops is discarded without an error.
 func (t *Transport) Send(ctx context.Context, peer int, h transport.Header, p []byte) error {
+	if isClosed(t.stopped) {
+		<-t.closed
+	}
 	if err := t.check("send", peer); err != nil {
 		return err
 	}
@@ -274,6 +284,22 @@ func (t *Transport) Recv(ctx context.Context, peer int, h transport.Header, p []
 	if err := t.check("recv", peer); err != nil {
 		return err
 	}
+	h.Len = uint32(min(uint64(len(p)), math.MaxUint32))
+	t.waitMu.Lock()
+	t.waits[peer] = recvWait{since: time.Now(), h: h}
+	t.waitMu.Unlock()
+	err := t.recv(ctx, peer, h, p)
+	t.waitMu.Lock()
+	if err != nil {
+		t.waits[peer].failed = true
+	} else {
+		t.waits[peer] = recvWait{}
+	}
+	t.waitMu.Unlock()
+	return err
+}
+
+func (t *Transport) recv(ctx context.Context, peer int, h transport.Header, p []byte) error {
 	if err := ctx.Err(); err != nil {
 		return t.fail("recv", peer, fmt.Errorf("mem: %w", err))
 	}
@@ -291,6 +317,9 @@ func (t *Transport) Recv(ctx context.Context, peer int, h transport.Header, p []
 		}
 	}()
 	for {
+		if isClosed(t.stopped) {
+			<-t.closed
+		}
 		l.mu.Lock()
 		if err := t.linkErr(l, peer); err != nil {
 			l.mu.Unlock()
@@ -318,7 +347,7 @@ func (t *Transport) Recv(ctx context.Context, peer int, h transport.Header, p []
 			}
 		} else if isClosed(src.closed) {
 			l.mu.Unlock()
-			return t.fail("recv", peer, t.closedPeerErr(peer))
+			return t.fail("recv", peer, src.goneErr())
 		}
 		l.mu.Unlock()
 
@@ -339,6 +368,7 @@ func (t *Transport) Recv(ctx context.Context, peer int, h transport.Header, p []
 		case <-peerClosed:
 		case <-l.ready:
 		case <-delayed:
+		case <-t.stopped:
 		}
 	}
 }
@@ -379,9 +409,31 @@ func (t *Transport) linkErr(l *link, peer int) error {
 	case l.cut:
 		return fmt.Errorf("mem: link %d<->%d was cut: %w", l.src, l.dst, transport.ErrPeerGone)
 	case l.src == t.rank && isClosed(t.net.ts[peer].closed):
-		return t.closedPeerErr(peer)
+		return t.net.ts[peer].goneErr()
 	}
 	return nil
+}
+
+// goneErr is what a peer's operation with t gets once t is closed: its
+// abort notice, when it aborted.
+func (t *Transport) goneErr() error {
+	if r := t.reason.Load(); r != nil {
+		return &transport.AbortError{Rank: t.rank, Reason: *r}
+	}
+	return fmt.Errorf("mem: rank %d closed its transport: %w", t.rank, transport.ErrPeerGone)
+}
+
+// Abort closes the transport, and its peers' operations with it fail with
+// a *transport.AbortError quoting reason (truncated to
+// transport.MaxAbortReason bytes) once the messages it sent are received.
+func (t *Transport) Abort(reason string) error {
+	if len(reason) > transport.MaxAbortReason {
+		reason = reason[:transport.MaxAbortReason]
+	}
+	if !isClosed(t.closed) {
+		t.reason.CompareAndSwap(nil, &reason)
+	}
+	return t.Close()
 }
 
 func (t *Transport) closedErr() error {
@@ -432,5 +484,55 @@ func isClosed(c chan struct{}) bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// Waits lists the Recvs in progress, and those that failed since, oldest
+// first. Sends never wait on this transport.
+func (t *Transport) Waits() []transport.Wait {
+	now := time.Now()
+	var ws []transport.Wait
+	t.waitMu.Lock()
+	for peer, w := range t.waits {
+		if !w.since.IsZero() {
+			ws = append(ws, transport.Wait{Peer: peer, Op: "recv", Header: w.h, Since: w.since, Waited: now.Sub(w.since), Failed: w.failed})
+		}
+	}
+	t.waitMu.Unlock()
+	slices.SortStableFunc(ws, func(a, b transport.Wait) int { return a.Since.Compare(b.Since) })
+	return ws
+}
+
+// Ping returns peer's Waits. A peer that was stopped (Network.Stop), or
+// whose link to this rank was cut, answers nothing: Ping then waits for ctx
+// and returns an error wrapping transport.ErrNoAnswer. A peer that was
+// closed or killed is gone (transport.ErrPeerGone).
+func (t *Transport) Ping(ctx context.Context, peer int) ([]transport.Wait, error) {
+	if err := t.check("ping", peer); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, t.fail("ping", peer, fmt.Errorf("mem: %w", err)) // no time to answer in
+	}
+	pt, l := t.net.ts[peer], t.net.link(t.rank, peer)
+	gone := func() error {
+		return t.fail("ping", peer, fmt.Errorf("mem: rank %d was closed or killed: %w", peer, transport.ErrPeerGone))
+	}
+	if isClosed(pt.closed) {
+		return nil, gone()
+	}
+	l.mu.Lock()
+	cut := l.cut
+	l.mu.Unlock()
+	if !cut && !isClosed(pt.stopped) {
+		return pt.Waits(), nil
+	}
+	select {
+	case <-ctx.Done():
+		return nil, t.fail("ping", peer, fmt.Errorf("mem: %w (%w)", transport.ErrNoAnswer, ctx.Err()))
+	case <-pt.closed:
+		return nil, gone()
+	case <-t.closed:
+		return nil, t.fail("ping", peer, t.closedErr())
 	}
 }

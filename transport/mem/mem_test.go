@@ -358,3 +358,60 @@ func BenchmarkSendRecv(b *testing.B) {
 		})
 	}
 }
+
+// A stopped rank answers no Ping and its own calls hang until it is closed,
+// though its messages still queue; a cut link answers no Ping either. An
+// aborting rank's peers get its reason.
+func TestStopAndAbort(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := mem.NewNetwork(3, mem.Config{})
+		defer n.Close()
+		ts := n.Transports()
+		p := ts[0].(transport.Pinger)
+		stuck := blockedRecv(ts[2], 1)
+		n.Stop(2)
+		exchange(t, ts, 0, 1) // the others still talk
+		if err := ts[1].Send(t.Context(), 2, hdr, []byte{1}); err != nil {
+			t.Errorf("send to the stopped rank: %v (it should queue)", err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		start := time.Now()
+		_, err := p.Ping(ctx, 2)
+		cancel()
+		wantErr(t, "Ping of the stopped rank", err, 2, transport.ErrNoAnswer)
+		if d := time.Since(start); d != time.Second {
+			t.Errorf("Ping of the stopped rank returned after %v, want its context's 1s", d)
+		}
+		synctest.Wait()
+		select {
+		case err := <-stuck:
+			t.Errorf("the stopped rank's Recv returned (%v) though a message for it is queued", err)
+		default:
+		}
+		if ws, err := p.Ping(t.Context(), 1); err != nil || len(ws) != 0 {
+			t.Errorf("Ping of the live, idle rank 1: %v, %v; want no waits", ws, err)
+		}
+		ts[2].Close()
+		wantErr(t, "the stopped rank's Recv after Close", <-stuck, 1, transport.ErrClosed)
+		_, err = p.Ping(t.Context(), 2)
+		wantErr(t, "Ping of the closed rank", err, 2, transport.ErrPeerGone)
+
+		n.Cut(0, 1)
+		ctx, cancel = context.WithTimeout(t.Context(), time.Second)
+		_, err = p.Ping(ctx, 1)
+		cancel()
+		wantErr(t, "Ping over a cut link", err, 1, transport.ErrNoAnswer)
+
+		m := mem.NewNetwork(2, mem.Config{})
+		defer m.Close()
+		us := m.Transports()
+		waiting := blockedRecv(us[1], 0)
+		us[0].(transport.Aborter).Abort("rank 0 had enough")
+		err = <-waiting
+		var ae *transport.AbortError
+		if !errors.As(err, &ae) || ae.Rank != 0 || ae.Reason != "rank 0 had enough" {
+			t.Errorf("Recv from an aborting rank: %v, want its *transport.AbortError", err)
+		}
+		wantErr(t, "Recv from an aborting rank", err, 0, transport.ErrPeerGone)
+	})
+}

@@ -22,6 +22,7 @@ import (
 // after the handshake are not authenticated: that takes TLS (Config.TLS).
 const (
 	flagAuth = 1 << 0 // hello: the dialer holds a job secret and expects a challenge
+	flagPing = 1 << 1 // hello: a liveness probe, not a stream of the mesh (ping.go)
 	nonceLen = 32
 	macLen   = sha256.Size
 	// MinSecretLen is the shortest job secret Config accepts.

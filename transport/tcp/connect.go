@@ -28,6 +28,10 @@ import (
 // Config.ConnectTimeout as well. Every rank dials rank 0 only after reading
 // all addresses, so once Connect has returned nil on rank 0 no rank needs
 // store any more. After an error the Transport cannot be used; Close it.
+//
+// Once the mesh is built the listener stays open until Close, but only to
+// answer liveness probes (Ping) through the same handshake; it takes no
+// new streams.
 func (t *Transport) Connect(ctx context.Context, store bootstrap.Store) (err error) {
 	t.mu.Lock()
 	switch {
@@ -54,8 +58,9 @@ func (t *Transport) Connect(ctx context.Context, store bootstrap.Store) (err err
 	}()
 
 	peers := make([]*peer, t.cfg.Size)
+	var ln net.Listener
 	if t.cfg.Size > 1 {
-		if err := t.connect(ctx, store, peers); err != nil {
+		if ln, err = t.connect(ctx, store, peers); err != nil {
 			return err
 		}
 	}
@@ -67,7 +72,15 @@ func (t *Transport) Connect(ctx context.Context, store bootstrap.Store) (err err
 				pr.closeConns()
 			}
 		}
+		if ln != nil {
+			ln.Close()
+		}
 		return transport.ErrClosed
+	}
+	if ln != nil {
+		t.ln = ln
+		t.wg.Add(1)
+		go t.servePings(ln)
 	}
 	for _, pr := range peers {
 		if pr != nil {
@@ -124,11 +137,13 @@ func (m *mesh) put(r, s int, c net.Conn) {
 	}
 }
 
-func (t *Transport) connect(ctx context.Context, store bootstrap.Store, peers []*peer) error {
+// connect builds the mesh into peers and returns the listener, kept open
+// for pings.
+func (t *Transport) connect(ctx context.Context, store bootstrap.Store, peers []*peer) (net.Listener, error) {
 	cfg := t.cfg
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Addr, "0"))
 	if err != nil {
-		return fmt.Errorf("tcp: rank %d cannot listen on %s: %w; set tcp.Config.Addr to an address of this host", cfg.Rank, cfg.Addr, err)
+		return nil, fmt.Errorf("tcp: rank %d cannot listen on %s: %w; set tcp.Config.Addr to an address of this host", cfg.Rank, cfg.Addr, err)
 	}
 	self := ln.Addr().String()
 	t.mu.Lock()
@@ -145,7 +160,7 @@ func (t *Transport) connect(ctx context.Context, store bootstrap.Store, peers []
 	// peers are answered while this rank still waits for addresses.
 	actx, acancel := context.WithCancel(ctx)
 	defer acancel()
-	context.AfterFunc(actx, func() { ln.Close() })
+	closeLn := context.AfterFunc(actx, func() { ln.Close() })
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -164,26 +179,36 @@ func (t *Transport) connect(ctx context.Context, store bootstrap.Store, peers []
 			}()
 		}
 	}()
-	// finish stops accepting and handshakes in progress, and on failure
-	// closes the connections made so far.
-	finish := func(ok bool) {
+	// finish stops accepting and handshakes in progress. On success it
+	// keeps the listener open, for pings, and reports whether it could (a
+	// cancellation may have closed it first); otherwise it closes the
+	// listener and the connections made so far.
+	finish := func(ok bool) (kept bool) {
+		if kept = ok && closeLn(); kept {
+			// Ends the accept loop but leaves the socket listening.
+			ln.(*net.TCPListener).SetDeadline(aLongTimeAgo)
+		}
 		acancel()
 		wg.Wait()
-		if !ok {
-			for _, cs := range m.conns {
-				for _, c := range cs {
-					if c != nil {
-						c.Close()
-					}
+		if kept {
+			ln.(*net.TCPListener).SetDeadline(time.Time{})
+			return true
+		}
+		ln.Close()
+		for _, cs := range m.conns {
+			for _, c := range cs {
+				if c != nil {
+					c.Close()
 				}
 			}
 		}
+		return false
 	}
 
 	addrs, err := bootstrap.Exchange(ctx, store, "tcp/addr", cfg.Rank, cfg.Size, []byte(self))
 	if err != nil {
 		finish(false)
-		return fmt.Errorf("tcp: rank %d: exchanging addresses through the store: %w", cfg.Rank, err)
+		return nil, fmt.Errorf("tcp: rank %d: exchanging addresses through the store: %w", cfg.Rank, err)
 	}
 
 	mctx, mcancel := context.WithTimeout(actx, cfg.ConnectTimeout)
@@ -208,7 +233,12 @@ func (t *Transport) connect(ctx context.Context, store bootstrap.Store, peers []
 
 	select {
 	case <-m.full:
-		finish(true)
+		if !finish(true) {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("tcp: rank %d connect: %w", cfg.Rank, err)
+			}
+			return nil, fmt.Errorf("tcp: rank %d connect: the listener closed as the mesh was completed", cfg.Rank)
+		}
 		for r := range cfg.Size {
 			if r != cfg.Rank {
 				pr := &peer{t: t, rank: r, addr: string(addrs[r]), streams: make([]*stream, cfg.Streams)}
@@ -220,17 +250,17 @@ func (t *Transport) connect(ctx context.Context, store bootstrap.Store, peers []
 				peers[r] = pr
 			}
 		}
-		return nil
+		return ln, nil
 	case <-mctx.Done():
 	}
 	finish(false)
 	select {
 	case err := <-errc:
-		return err
+		return nil, err
 	default:
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("tcp: rank %d connect: %w", cfg.Rank, err)
+		return nil, fmt.Errorf("tcp: rank %d connect: %w", cfg.Rank, err)
 	}
 	// Every dial succeeded, so some higher ranks never reached this one.
 	var missing []int
@@ -250,7 +280,7 @@ func (t *Transport) connect(ctx context.Context, store bootstrap.Store, peers []
 		}
 	}
 	m.mu.Unlock()
-	return &transport.PeerError{Rank: missing[0], Addr: string(addrs[missing[0]]), Op: "accept", Err: fmt.Errorf(
+	return nil, &transport.PeerError{Rank: missing[0], Addr: string(addrs[missing[0]]), Op: "accept", Err: fmt.Errorf(
 		"ranks %v published their addresses but did not connect to this rank at %s within %v: %w%s; "+
 			"check that %s is reachable from their hosts (firewall, or the wrong interface: set tcp.Config.Addr) "+
 			"and look at their own errors",
@@ -272,7 +302,7 @@ func (t *Transport) dial(ctx context.Context, r int, addr string, s int) (net.Co
 			if err != nil {
 				return nil, err
 			}
-			if err := t.handshakeOut(ctx, c, r, addr, s); err != nil {
+			if err := t.handshakeOut(ctx, c, r, addr, s, 0); err != nil {
 				c.Close()
 				return nil, err
 			}
@@ -313,8 +343,8 @@ func (t *Transport) tune(c *net.TCPConn) {
 }
 
 // handshakeOut introduces stream s of this rank to rank r and waits for the
-// answer.
-func (t *Transport) handshakeOut(ctx context.Context, c net.Conn, r int, addr string, s int) error {
+// answer; with flagPing in flags, a ping instead of a stream.
+func (t *Transport) handshakeOut(ctx context.Context, c net.Conn, r int, addr string, s int, flags uint16) error {
 	dl := time.Now().Add(t.handshakeTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
 		dl = d
@@ -323,7 +353,7 @@ func (t *Transport) handshakeOut(ctx context.Context, c net.Conn, r int, addr st
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(aLongTimeAgo) })
 	defer stop()
 	h := hello{Rank: uint32(t.cfg.Rank), Target: uint32(r), Size: uint32(t.cfg.Size),
-		Stream: uint16(s), Streams: uint16(t.cfg.Streams), JobID: t.cfg.JobID}
+		Stream: uint16(s), Streams: uint16(t.cfg.Streams), Flags: flags, JobID: t.cfg.JobID}
 	secret := t.cfg.Secret
 	if secret != nil {
 		h.Flags |= flagAuth
@@ -391,7 +421,9 @@ func (t *Transport) handshakeOut(ctx context.Context, c net.Conn, r int, addr st
 }
 
 // handshakeIn checks the hello on an accepted connection and puts the
-// connection in its slot, or rejects it, logs why and closes it.
+// connection in its slot, or answers a ping (ping.go), or rejects it, logs
+// why and closes it. m is nil once the mesh is built: then only pings are
+// answered.
 func (t *Transport) handshakeIn(ctx context.Context, tc *net.TCPConn, m *mesh) {
 	var c net.Conn = tc
 	remote := c.RemoteAddr().String()
@@ -429,7 +461,7 @@ func (t *Transport) handshakeIn(ctx context.Context, tc *net.TCPConn, m *mesh) {
 			args = append(args, "claimed_rank", h.Rank, "claimed_job", h.JobID, "claimed_size", h.Size, "stream", h.Stream)
 		}
 		t.log.Warn("tcp: rejected a connection", args...)
-		if rej.Reason != 0 && rej.Reason != reasonMalformed && rej.Reason != reasonVersion && int(h.Rank) > t.cfg.Rank && int(h.Rank) < t.cfg.Size {
+		if m != nil && rej.Reason != 0 && rej.Reason != reasonMalformed && rej.Reason != reasonVersion && int(h.Rank) > t.cfg.Rank && int(h.Rank) < t.cfg.Size {
 			m.noteReject(int(h.Rank), fmt.Sprintf("%s (it said job %q, world size %d, %d streams)", why, h.JobID, h.Size, h.Streams))
 		}
 	}
@@ -489,6 +521,7 @@ func (t *Transport) handshakeIn(ctx context.Context, tc *net.TCPConn, m *mesh) {
 		rej = reply{Rank: uint32(t.cfg.Rank), Size: uint32(t.cfg.Size), Streams: uint16(t.cfg.Streams), JobID: t.cfg.JobID}
 	}
 	me, size := uint32(t.cfg.Rank), uint32(t.cfg.Size)
+	ping := h.Flags&flagPing != 0
 	switch {
 	case h.JobID != t.cfg.JobID:
 		rej.Reason = reasonJob
@@ -498,6 +531,11 @@ func (t *Transport) handshakeIn(ctx context.Context, tc *net.TCPConn, m *mesh) {
 		rej.Reason = reasonSize
 	case h.Streams != uint16(t.cfg.Streams):
 		rej.Reason = reasonStreams
+	case ping && (h.Rank == me || h.Rank >= size): // any other rank may ping
+		rej.Reason = reasonRank
+	case ping:
+	case m == nil:
+		rej.Reason = reasonBuilt
 	case h.Rank <= me || h.Rank >= size:
 		rej.Reason = reasonRank
 	case int(h.Stream) >= t.cfg.Streams:
@@ -509,14 +547,21 @@ func (t *Transport) handshakeIn(ctx context.Context, tc *net.TCPConn, m *mesh) {
 		reject(rej.Reason.String(), h, nil)
 		return
 	}
+	acc := reply{Accept: true}
+	if authed {
+		acc.Authed, acc.MAC = true, handshakeMAC(t.cfg.Secret, labelAcceptor, &nonceA, &nonceD, b)
+	}
+	if ping {
+		t.answerPing(c, acc)
+		if stop() {
+			c.Close()
+		}
+		return
+	}
 	r, s := int(h.Rank), int(h.Stream)
 	if !stop() {
 		m.release(r, s)
 		return // Connect is over; the connection is closed
-	}
-	acc := reply{Accept: true}
-	if authed {
-		acc.Authed, acc.MAC = true, handshakeMAC(t.cfg.Secret, labelAcceptor, &nonceA, &nonceD, b)
 	}
 	if _, err := c.Write(appendReply(nil, acc)); err != nil {
 		m.release(r, s)

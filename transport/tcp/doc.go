@@ -18,7 +18,10 @@
 // are not collkit peers of this job (garbage, another job, a silent port
 // scanner) are rejected and logged with log/slog at Warn level, and Connect
 // keeps waiting for the real peers. Dialing retries with backoff, bounded by
-// Config.ConnectTimeout and the context.
+// Config.ConnectTimeout and the context. Once the mesh is built the listener
+// stays open, until Close, only to answer liveness probes (Ping, see
+// ping.go): the same handshake with a ping flag, answered with what this
+// rank is waiting on. Other hellos are rejected.
 //
 // # Wire format
 //
@@ -41,4 +44,10 @@
 // moved yet), and calls after Close as transport.ErrClosed. Any other error,
 // and any mismatch, leaves the byte stream out of step: the connections to
 // that peer are closed, which tells the peer, and later calls fail at once.
+//
+// For failure reports the Transport is also a transport.Aborter (Abort sends
+// each peer a notice with the reason), a transport.Prober (Dead names peers
+// whose connections closed without one), a transport.WaitReporter (Waits)
+// and a transport.Pinger: Ping tells a stuck peer (stopped, hung: no answer
+// within the context) from a live one and from one that is gone.
 package tcp

@@ -92,10 +92,11 @@ func (t *Transport) Waits() []transport.Wait {
 }
 
 // Abort sends every peer whose connection is still in step an abort notice
-// with reason on each stream, giving each at most a second, and then
-// closes the transport. Peers receiving from this rank get a
-// *transport.AbortError that quotes reason instead of a bare "connection
-// lost".
+// with reason on each stream, giving each at most a second (a peer whose
+// last Ping went unanswered: 10 ms, without waiting for the notice to be
+// acknowledged), and then closes the transport. Peers receiving from this
+// rank get a *transport.AbortError that quotes reason instead of a bare
+// "connection lost".
 func (t *Transport) Abort(reason string) error {
 	if t.connected.Load() && !t.closed.Load() {
 		dl := time.Now().Add(time.Second)
@@ -104,11 +105,18 @@ func (t *Transport) Abort(reason string) error {
 			if pr == nil || pr.broken.Load() {
 				continue
 			}
+			// A peer that did not answer a ping reads nothing either: leave
+			// it the notice only if the socket takes it at once.
+			silent := pr.silent.Load()
+			pdl := dl
+			if silent {
+				pdl = time.Now().Add(10 * time.Millisecond)
+			}
 			// On every stream: a peer receiving the pieces of a message
 			// reads them all, and whichever stream it reads must carry the
 			// reason rather than a bare hang-up.
 			for _, s := range pr.streams {
-				if s.notify(reason, dl) {
+				if s.notify(reason, pdl) && !silent {
 					sent = append(sent, s)
 				}
 			}

@@ -18,6 +18,10 @@ import (
 // an HMAC of both nonces and the hello under the secret). The accept then
 // carries the acceptor's HMAC, so each side knows the other holds the
 // secret; see auth.go.
+//
+// A liveness probe (ping.go) is a connection whose hello carries flagPing:
+// the same handshake, and after the accept one more message from the
+// acceptor, msgWaits, before both sides close it.
 const (
 	hsMagic      = "CKTC"
 	hsVersion    = 1
@@ -29,6 +33,7 @@ const (
 	msgReject    = 3
 	msgChallenge = 4                         // body: acceptor nonce
 	msgProof     = 5                         // body: dialer nonce, dialer MAC
+	msgWaits     = 6                         // body: the acceptor's waits, after the accept of a ping (ping.go)
 	helloFixed   = 4 + 4 + 4 + 2 + 2 + 2 + 1 // rank, target, size, stream, streams, flags, job length
 	rejectFixed  = 1 + 4 + 4 + 2 + 1         // reason, rank, size, streams, job length
 	acceptLength = 0
@@ -45,7 +50,7 @@ type hello struct {
 	Size    uint32 // its world size
 	Stream  uint16 // which of the Streams connections to Target this is
 	Streams uint16 // its streams per peer
-	Flags   uint16 // capabilities (flagAuth); unknown ones are ignored
+	Flags   uint16 // capabilities (flagAuth) and kind (flagPing); unknown ones are ignored
 	JobID   string
 }
 
@@ -63,6 +68,7 @@ const (
 	reasonDuplicate                   // that rank and stream are already connected
 	reasonMalformed                   // the hello did not parse
 	reasonAuth                        // the job secret check failed
+	reasonBuilt                       // the mesh is built: only pings are answered
 )
 
 var reasonNames = [...]string{
@@ -76,6 +82,7 @@ var reasonNames = [...]string{
 	reasonDuplicate: "rank and stream already connected",
 	reasonMalformed: "malformed hello",
 	reasonAuth:      "job secret check failed",
+	reasonBuilt:     "mesh already built",
 }
 
 func (r reason) String() string {
@@ -266,6 +273,9 @@ func (r reply) explain(h hello) string {
 		return fmt.Sprintf("it already has stream %d from rank %d: two processes claim rank %d", h.Stream, h.Rank, h.Rank)
 	case reasonMalformed:
 		return "it could not parse this rank's handshake: run the same collkit build on every rank"
+	case reasonBuilt:
+		return "it has built its mesh and takes no new streams: the stream comes from a process restarted " +
+			"after the job began, or from another rank's late retry; restart the whole job"
 	case reasonAuth:
 		if h.Flags&flagAuth == 0 {
 			return "it requires the job secret and this rank has none: give every rank the same COLLKIT_SECRET " +

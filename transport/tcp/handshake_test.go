@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+	"time"
+
+	"github.com/collkit/collkit/transport"
 )
 
 func validHellos() []hello {
@@ -81,7 +84,17 @@ func FuzzDecodeHandshake(f *testing.F) {
 	nonce := [nonceLen]byte{7, 31: 9}
 	f.Add(appendChallenge(nil, &nonce))
 	f.Add(appendProof(nil, proof{Nonce: nonce, MAC: [macLen]byte{5, 31: 6}}))
+	f.Add(appendWaits(nil, nil))
+	f.Add(appendWaits(nil, []transport.Wait{
+		{Peer: 3, Op: "recv", Header: transport.Header{Seq: 1 << 40, Coll: transport.CollAllReduce, Step: 7, Len: 1 << 20}, Waited: 5 * time.Second},
+		{Peer: 1, Op: "send", Failed: true, Header: transport.Header{Seq: 2, Coll: transport.CollBarrier}, Waited: time.Millisecond},
+	}))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		if ws, err := decodeWaits(b, time.Now()); err == nil {
+			if re := appendWaits(nil, ws); !bytes.Equal(re, b) {
+				t.Fatalf("waits changed in a round trip:\n in %x\nout %x", b, re)
+			}
+		}
 		if n, err := decodeChallenge(b); err == nil {
 			if re := appendChallenge(nil, &n); !bytes.Equal(re, b) {
 				t.Fatalf("challenge changed in a round trip:\n in %x\nout %x", b, re)

@@ -42,6 +42,10 @@ type Transport struct {
 	done      chan struct{} // closed by Close
 	wg        sync.WaitGroup
 
+	ln      net.Listener       // after Connect: answers pings (ping.go); guarded by mu
+	life    context.Context    // ends with Close: bounds the answers to pings
+	endLife context.CancelFunc // called by Close
+
 	sendBuffer atomic.Int64 // smallest kernel send buffer of any connection
 }
 
@@ -67,11 +71,14 @@ func New(cfg Config) (*Transport, error) {
 	if err != nil {
 		return nil, err
 	}
+	life, endLife := context.WithCancel(context.Background())
 	return &Transport{
 		cfg:              cfg,
 		log:              slog.Default(),
 		handshakeTimeout: 5 * time.Second,
 		done:             make(chan struct{}),
+		life:             life,
+		endLife:          endLife,
 	}, nil
 }
 
@@ -102,12 +109,18 @@ func (t *Transport) Close() error {
 	t.closed.Store(true)
 	close(t.done)
 	cancel, connecting := t.cancelConnect, t.connectDone
-	peers := t.peers
 	t.mu.Unlock()
 	if cancel != nil {
 		cancel()
 		<-connecting
 	}
+	t.mu.Lock()
+	peers, ln := t.peers, t.ln
+	t.mu.Unlock()
+	if ln != nil {
+		ln.Close() // a ping from now on is refused: this rank is gone, not stuck
+	}
+	t.endLife()
 	for _, pr := range peers {
 		if pr != nil {
 			pr.closeConns()
@@ -189,6 +202,7 @@ type peer struct {
 
 	broken    atomic.Bool
 	dead      atomic.Bool            // closed by the peer without an abort notice
+	silent    atomic.Bool            // its last ping went unanswered: stopped or hung
 	notice    atomic.Pointer[string] // an abort reason inspect found
 	errMu     sync.Mutex
 	err       error // the first error that broke the connections

@@ -49,6 +49,7 @@ func Run(t *testing.T, newWorld World) {
 		{"CloseUnblocksRecv", s.closeUnblocksRecv},
 		{"PeerClose", s.peerClose},
 		{"CloseTwice", s.closeTwice},
+		{"Ping", s.ping},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, tc.test)
@@ -495,6 +496,95 @@ func (s suite) closeTwice(t *testing.T) {
 		t.Logf("second Close: %v", err)
 	}
 	checkClosed(t, ts[0], 1)
+}
+
+// ping checks a transport.Pinger: a live peer blocked in a Recv answers
+// with that wait, in progress and then failed; a closed peer is gone,
+// which is not the same as not answering.
+func (s suite) ping(t *testing.T) {
+	ts := s.world(t, 3)
+	p, ok := ts[0].(transport.Pinger)
+	if !ok {
+		t.Skip("not a transport.Pinger")
+	}
+	h := header(16, transport.CollAllReduce, 3)
+	ctx, cancel := context.WithCancel(t.Context())
+	res := make(chan error, 1)
+	go func() { res <- ts[1].Recv(ctx, 2, h, make([]byte, 8)) }()
+	// ping asks rank 1 until its answer shows the Recv from rank 2 (it
+	// may not have started yet) and returns that wait.
+	ping := func(failed bool) transport.Wait {
+		t.Helper()
+		deadline := time.Now().Add(shortWait)
+		for {
+			ws, err := within2(t, func() ([]transport.Wait, error) {
+				pctx, pcancel := context.WithTimeout(t.Context(), shortWait)
+				defer pcancel()
+				return p.Ping(pctx, 1)
+			})
+			if err != nil {
+				t.Fatalf("rank 0: Ping(1), a live peer: %v", err)
+			}
+			for _, w := range ws {
+				if w.Peer == 2 && w.Op == "recv" && w.Failed == failed && w.Header.Seq == h.Seq && w.Header.Step == h.Step {
+					return w
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("rank 0: Ping(1) answered %v; want rank 1's recv from rank 2 (seq %d, step %d, failed %v)", ws, h.Seq, h.Step, failed)
+			}
+		}
+	}
+	if w := ping(false); w.Header.Coll != h.Coll || w.Header.Len != 8 {
+		t.Errorf("rank 1's wait, as Ping tells it: %v; want %v #%d step %d, 8 bytes", w, h.Coll, h.Seq, h.Step)
+	}
+	cancel()
+	if err := await(t, res, shortWait, "Recv after its context was canceled"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("rank 1: Recv returned %v, want an error wrapping context.Canceled", err)
+	}
+	ping(true)
+
+	if err := within(t, shortWait, "Close", ts[2].Close); err != nil {
+		t.Errorf("rank 2: Close: %v", err)
+	}
+	_, err := within2(t, func() ([]transport.Wait, error) {
+		pctx, pcancel := context.WithTimeout(t.Context(), shortWait)
+		defer pcancel()
+		return p.Ping(pctx, 2)
+	})
+	switch {
+	case errors.Is(err, transport.ErrNoAnswer):
+		t.Errorf("rank 0: Ping(2), a closed peer, returned %v: a closed peer is gone, not stuck", err)
+	case !errors.Is(err, transport.ErrPeerGone):
+		t.Errorf("rank 0: Ping(2), a closed peer, returned %v, want an error wrapping transport.ErrPeerGone", err)
+	default:
+		if err := checkPeer(err, 2); err != nil {
+			t.Error(err)
+		}
+	}
+	ended, cancelEnded := context.WithCancel(t.Context())
+	cancelEnded()
+	if _, err := p.Ping(ended, 1); !errors.Is(err, context.Canceled) || errors.Is(err, transport.ErrNoAnswer) {
+		t.Errorf("rank 0: Ping(1) with a context already cancelled returned %v, want context.Canceled: "+
+			"no time to answer says nothing about the peer", err)
+	}
+	for _, peer := range []int{0, 3, -1} {
+		if _, err := p.Ping(t.Context(), peer); !errors.Is(err, transport.ErrBadPeer) {
+			t.Errorf("rank 0: Ping(%d) returned %v, want an error wrapping transport.ErrBadPeer", peer, err)
+		}
+	}
+}
+
+// within2 is within for a function that also returns waits.
+func within2(t *testing.T, f func() ([]transport.Wait, error)) ([]transport.Wait, error) {
+	t.Helper()
+	var ws []transport.Wait
+	err := within(t, shortWait+grace, "Ping", func() error {
+		var err error
+		ws, err = f()
+		return err
+	})
+	return ws, err
 }
 
 // checkClosed checks that Send and Recv with peer fail with ErrClosed on a
