@@ -6,5 +6,11 @@
 //
 //	err := dissemination.Barrier(ctx, t, transport.Header{Seq: seq, Coll: transport.CollBarrier, Root: -1})
 //
+// Agree runs the same rounds with a collective's own header, so that a
+// collective that would finish without hearing from every rank (an empty
+// buffer, a pipelined broadcast's root) first learns that every rank
+// called it with the same count, dtype, op and root; ranks that did not
+// get a *transport.MismatchError, or the abort notice of a peer that did.
+//
 // The algorithm is written only against transport.Transport.
 package dissemination
