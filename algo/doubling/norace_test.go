@@ -1,0 +1,5 @@
+//go:build !race
+
+package doubling_test
+
+const raceEnabled = false
