@@ -44,6 +44,7 @@ type Transport struct {
 	closed    chan struct{} // closed by Close or Kill
 	closeOnce sync.Once
 	killed    atomic.Bool
+	reason    atomic.Pointer[string] // why it aborted; nil unless Abort closed it
 }
 
 var _ transport.Transport = (*Transport)(nil)
@@ -200,6 +201,28 @@ func (t *Transport) Close() error {
 	return nil
 }
 
+var _ transport.Aborter = (*Transport)(nil)
+
+// Abort closes the transport as Close does, leaving reason (cut to
+// transport.MaxAbortReason bytes) for its peers: once they have received
+// the messages it sent before, their Recvs from it, and their Sends to it,
+// fail with a *transport.AbortError that quotes reason, as over tcp.
+func (t *Transport) Abort(reason string) error {
+	if len(reason) > transport.MaxAbortReason {
+		reason = reason[:transport.MaxAbortReason]
+	}
+	t.reason.CompareAndSwap(nil, &reason)
+	return t.Close()
+}
+
+// goneErr is the error of an operation with peer after it closed.
+func (t *Transport) goneErr(peer int) error {
+	if r := t.net.ts[peer].reason.Load(); r != nil {
+		return &transport.AbortError{Rank: peer, Reason: *r}
+	}
+	return fmt.Errorf("mem: rank %d closed its transport: %w", peer, transport.ErrPeerGone)
+}
+
 // Send queues a copy of p for peer and returns without waiting for the
 // receiver. A message the Config drops is discarded without an error.
 func (t *Transport) Send(ctx context.Context, peer int, h transport.Header, p []byte) error {
@@ -295,7 +318,7 @@ func (t *Transport) Recv(ctx context.Context, peer int, h transport.Header, p []
 			}
 		} else if isClosed(src.closed) {
 			l.mu.Unlock()
-			return t.fail("recv", peer, fmt.Errorf("mem: rank %d closed its transport: %w", peer, transport.ErrPeerGone))
+			return t.fail("recv", peer, t.goneErr(peer))
 		}
 		l.mu.Unlock()
 
@@ -356,7 +379,7 @@ func (t *Transport) linkErr(l *link, peer int) error {
 	case l.cut:
 		return fmt.Errorf("mem: link %d<->%d was cut: %w", l.src, l.dst, transport.ErrPeerGone)
 	case l.src == t.rank && isClosed(t.net.ts[peer].closed):
-		return fmt.Errorf("mem: rank %d closed its transport: %w", peer, transport.ErrPeerGone)
+		return t.goneErr(peer)
 	}
 	return nil
 }
