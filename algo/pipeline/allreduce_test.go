@@ -111,7 +111,7 @@ func TestExchangeBothSend(t *testing.T) {
 			// Each expects a header only but gets 12 bytes: a mismatch. A
 			// rank that fails stops the other, as a communicator's abort
 			// would (its own send may then never go out).
-			errs[r] = pipeline.Exchange(ctx, buffered{tr, 0}, 1-r, h, make([]byte, 12), nil)
+			errs[r] = pipeline.Exchange(ctx, buffered{tr, 0}, h, 1-r, make([]byte, 12), 1-r, nil)
 			if errs[r] != nil {
 				cancel()
 			}
@@ -126,7 +126,7 @@ func TestExchangeBothSend(t *testing.T) {
 	for r, tr := range fresh.Transports() {
 		wg.Go(func() {
 			in := make([]byte, 4)
-			errs[r] = pipeline.Exchange(context.Background(), buffered{tr, 0}, 1-r, h, []byte{1, 2, 3, byte(r)}, in)
+			errs[r] = pipeline.Exchange(context.Background(), buffered{tr, 0}, h, 1-r, []byte{1, 2, 3, byte(r)}, 1-r, in)
 			if errs[r] == nil && in[3] != byte(1-r) {
 				errs[r] = fmt.Errorf("got %v", in)
 			}

@@ -1,4 +1,4 @@
-package doubling_test
+package dissemination_test
 
 import (
 	"context"
@@ -10,15 +10,11 @@ import (
 	"testing"
 
 	"github.com/collkit/collkit/algo/algotest"
-	"github.com/collkit/collkit/algo/doubling"
+	"github.com/collkit/collkit/algo/dissemination"
 	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
 	"github.com/collkit/collkit/verify"
 )
-
-// unbuffered hides transport.Buffered, so that every exchange sends on a
-// goroutine of its own.
-type unbuffered struct{ transport.Transport }
 
 // rooted runs broadcast, reduce, gather and scatter from root, in place
 // where inPlace is set, and checks every element of every rank's result
@@ -33,7 +29,7 @@ func rooted(ctx context.Context, tr transport.Transport, r, n, root, count int, 
 		copy(buf, want)
 	}
 	h.Coll = transport.CollBroadcast
-	if err := doubling.Broadcast(ctx, tr, h, buf, root); err != nil {
+	if err := dissemination.Broadcast(ctx, tr, h, buf, root); err != nil {
 		return err
 	}
 	if w := verify.Wrong(dt, buf, want); w > 0 {
@@ -50,7 +46,7 @@ func rooted(ctx context.Context, tr transport.Transport, r, n, root, count int, 
 		recv = algotest.Poisoned(len(send))
 	}
 	h.Coll = transport.CollReduce
-	if err := doubling.Reduce(ctx, tr, h, send, recv, root); err != nil {
+	if err := dissemination.Reduce(ctx, tr, h, send, recv, root); err != nil {
 		return err
 	}
 	if r == root {
@@ -76,7 +72,7 @@ func rooted(ctx context.Context, tr transport.Transport, r, n, root, count int, 
 		}
 	}
 	h.Coll, h.Count = transport.CollGather, uint64(n*count)
-	if err := doubling.Gather(ctx, tr, h, mine, got, root); err != nil {
+	if err := dissemination.Gather(ctx, tr, h, mine, got, root); err != nil {
 		return err
 	}
 	if r == root {
@@ -94,7 +90,7 @@ func rooted(ctx context.Context, tr transport.Transport, r, n, root, count int, 
 		}
 	}
 	h.Coll = transport.CollScatter
-	if err := doubling.Scatter(ctx, tr, h, from, part, root); err != nil {
+	if err := dissemination.Scatter(ctx, tr, h, from, part, root); err != nil {
 		return err
 	}
 	if w := verify.Wrong(dt, part, all[r*count*es:(r+1)*count*es]); w > 0 {
@@ -163,66 +159,63 @@ func (c counting) Send(ctx context.Context, peer int, h transport.Header, p []by
 
 func (c counting) SendBuffer() int { return c.Transport.(transport.Buffered).SendBuffer() }
 
-// Every rank sends one message per round: log2(n) rounds for a power of
-// two, as many as a binomial tree has, and two more (fold and unfold) for
-// the ranks that pair up otherwise.
+// Every rank sends one message per round, ceil(log2 n) rounds: as many as
+// a binomial tree has, for every n.
 func TestRounds(t *testing.T) {
 	for _, n := range allSizes {
 		ts := algotest.MemWorld(t, n)
-		p := 1 << (bits.Len(uint(n)) - 1)
-		rounds := bits.Len(uint(p)) - 1
+		rounds := int64(bits.Len(uint(n - 1)))
 		sent := make([]atomic.Int64, n)
 		h := transport.Header{Seq: 1, Coll: transport.CollBroadcast, Count: 4, DType: reduce.Float32}
 		err := algotest.OnEveryRank(ts, func(ctx context.Context, r int, tr transport.Transport) error {
-			return doubling.Broadcast(ctx, counting{tr, &sent[r]}, h, make([]byte, 16), n-1)
+			return dissemination.Broadcast(ctx, counting{tr, &sent[r]}, h, make([]byte, 16), n-1)
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for r := range n {
-			want := int64(rounds)
-			switch {
-			case r < 2*(n-p) && r%2 == 0:
-				want = 1 // the fold; it then only receives
-			case r < 2*(n-p):
-				want++ // and the unfold
-			}
-			if got := sent[r].Load(); got != want {
-				t.Errorf("n=%d rank %d sent %d messages, want %d", n, r, got, want)
+			if got := sent[r].Load(); got != rounds {
+				t.Errorf("n=%d rank %d sent %d messages, want %d", n, r, got, rounds)
 			}
 		}
 	}
 }
 
-// Ranks that disagree on the root, the count or the collective all fail:
-// none can finish, since a rank finishes only once it has heard from every
-// rank with a header equal to its own. Wherever the odd rank sits, some
-// rank sees the mismatch itself.
+// Ranks that disagree on the root, the count or the collective (among the
+// rooted ones and the barrier) all fail: none can finish, since a rank
+// finishes only once it has heard from every rank with a header equal to
+// its own. Wherever the odd rank sits, some rank sees the mismatch itself.
 func TestDisagreementFailsEveryRank(t *testing.T) {
 	type call func(ctx context.Context, tr transport.Transport, r, root, count int) error
 	es := 4
 	colls := map[string]call{
 		"broadcast": func(ctx context.Context, tr transport.Transport, r, root, count int) error {
 			h := transport.Header{Seq: 1, Coll: transport.CollBroadcast, Count: uint64(count), DType: reduce.Float32}
-			return doubling.Broadcast(ctx, tr, h, make([]byte, count*es), root)
+			return dissemination.Broadcast(ctx, tr, h, make([]byte, count*es), root)
 		},
 		"reduce": func(ctx context.Context, tr transport.Transport, r, root, count int) error {
 			h := transport.Header{Seq: 1, Coll: transport.CollReduce, Count: uint64(count), DType: reduce.Float32, Op: reduce.Sum}
-			return doubling.Reduce(ctx, tr, h, make([]byte, count*es), make([]byte, count*es), root)
+			return dissemination.Reduce(ctx, tr, h, make([]byte, count*es), make([]byte, count*es), root)
 		},
 		"gather": func(ctx context.Context, tr transport.Transport, r, root, count int) error {
 			n := tr.Size()
 			h := transport.Header{Seq: 1, Coll: transport.CollGather, Count: uint64(n * count), DType: reduce.Float32}
-			return doubling.Gather(ctx, tr, h, make([]byte, count*es), make([]byte, n*count*es), root)
+			return dissemination.Gather(ctx, tr, h, make([]byte, count*es), make([]byte, n*count*es), root)
 		},
 		"scatter": func(ctx context.Context, tr transport.Transport, r, root, count int) error {
 			n := tr.Size()
 			h := transport.Header{Seq: 1, Coll: transport.CollScatter, Count: uint64(n * count), DType: reduce.Float32}
-			return doubling.Scatter(ctx, tr, h, make([]byte, n*count*es), make([]byte, count*es), root)
+			return dissemination.Scatter(ctx, tr, h, make([]byte, n*count*es), make([]byte, count*es), root)
+		},
+		"barrier": func(ctx context.Context, tr transport.Transport, r, root, count int) error {
+			return dissemination.Barrier(ctx, tr, transport.Header{Seq: 1, Coll: transport.CollBarrier, Root: -1})
 		},
 	}
 	for name, fn := range colls {
 		for _, kind := range []string{"root", "count", "empty", "collective"} {
+			if name == "barrier" && kind != "collective" {
+				continue
+			}
 			for n := 2; n <= 8; n++ {
 				for odd := range n {
 					ts := algotest.MemWorld(t, n)
@@ -241,7 +234,7 @@ func TestDisagreementFailsEveryRank(t *testing.T) {
 								case "empty":
 									count = 0
 								case "collective":
-									run = colls[map[string]string{"broadcast": "scatter", "scatter": "gather", "gather": "reduce", "reduce": "broadcast"}[name]]
+									run = colls[map[string]string{"broadcast": "scatter", "scatter": "gather", "gather": "reduce", "reduce": "barrier", "barrier": "broadcast"}[name]]
 								}
 							}
 							if errs[r] = run(ctx, tr, r, root, count); errs[r] != nil {
@@ -272,12 +265,12 @@ func TestBadArguments(t *testing.T) {
 	ctx := context.Background()
 	h := transport.Header{DType: reduce.Float32, Op: reduce.Sum}
 	for name, err := range map[string]error{
-		"broadcast root -1":  doubling.Broadcast(ctx, ts[0], h, nil, -1),
-		"reduce root 3":      doubling.Reduce(ctx, ts[0], h, nil, nil, 3),
-		"reduce short recv":  doubling.Reduce(ctx, ts[0], h, make([]byte, 8), make([]byte, 4), 0),
-		"reduce bad op":      doubling.Reduce(ctx, ts[0], transport.Header{DType: reduce.Float32}, nil, nil, 0),
-		"gather short recv":  doubling.Gather(ctx, ts[0], h, make([]byte, 4), make([]byte, 8), 0),
-		"scatter short send": doubling.Scatter(ctx, ts[0], h, make([]byte, 8), make([]byte, 4), 0),
+		"broadcast root -1":  dissemination.Broadcast(ctx, ts[0], h, nil, -1),
+		"reduce root 3":      dissemination.Reduce(ctx, ts[0], h, nil, nil, 3),
+		"reduce short recv":  dissemination.Reduce(ctx, ts[0], h, make([]byte, 8), make([]byte, 4), 0),
+		"reduce bad op":      dissemination.Reduce(ctx, ts[0], transport.Header{DType: reduce.Float32}, nil, nil, 0),
+		"gather short recv":  dissemination.Gather(ctx, ts[0], h, make([]byte, 4), make([]byte, 8), 0),
+		"scatter short send": dissemination.Scatter(ctx, ts[0], h, make([]byte, 8), make([]byte, 4), 0),
 	} {
 		if err == nil {
 			t.Errorf("%s: no error", name)
@@ -307,10 +300,10 @@ func TestNoAllocations(t *testing.T) {
 					h := transport.Header{Seq: seq, Count: count, DType: reduce.Float32, Op: reduce.Sum}
 					buf := bufs[r]
 					errs[r] = errors.Join(
-						doubling.Broadcast(ctx, tr, h, buf[:count*4], 1),
-						doubling.Reduce(ctx, tr, h, buf[:count*4], buf[count*4:2*count*4], 1),
-						doubling.Gather(ctx, tr, h, buf[:count*4], buf[count*4:], 1),
-						doubling.Scatter(ctx, tr, h, buf[count*4:], buf[:count*4], 1))
+						dissemination.Broadcast(ctx, tr, h, buf[:count*4], 1),
+						dissemination.Reduce(ctx, tr, h, buf[:count*4], buf[count*4:2*count*4], 1),
+						dissemination.Gather(ctx, tr, h, buf[:count*4], buf[count*4:], 1),
+						dissemination.Scatter(ctx, tr, h, buf[count*4:], buf[:count*4], 1))
 				})
 			}
 			wg.Wait()

@@ -1,6 +1,6 @@
 //go:build race
 
-package doubling_test
+package dissemination_test
 
 // The race detector makes sync.Pool drop buffers at random, so allocation
 // counts mean nothing under it.

@@ -1,19 +1,20 @@
-package doubling_test
+package dissemination_test
 
 import (
 	"context"
 	"fmt"
 	"sync"
 
-	"github.com/collkit/collkit/algo/doubling"
+	"github.com/collkit/collkit/algo/dissemination"
 	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
 	"github.com/collkit/collkit/transport/mem"
 )
 
 func ExampleBroadcast() {
-	// Three ranks: rank 0 folds into rank 1, which with rank 2 runs one
-	// round; rank 0 gets the data back in the unfold.
+	// Three ranks, two rounds: in round 0 the root sends to rank 0 (the
+	// next rank, mod 3), in round 1 rank 0 sends to rank 1; every other
+	// message is a header, so the root too hears from every rank.
 	const n, root = 3, 2
 	net := mem.NewNetwork(n, mem.Config{})
 	defer net.Close()
@@ -27,7 +28,7 @@ func ExampleBroadcast() {
 			if r == root {
 				buf = []int32{7, 8, 9}
 			}
-			if err := doubling.Broadcast(context.Background(), t, h, reduce.Bytes(buf), root); err != nil {
+			if err := dissemination.Broadcast(context.Background(), t, h, reduce.Bytes(buf), root); err != nil {
 				fmt.Println(err)
 				return
 			}

@@ -1,5 +1,5 @@
 //go:build !race
 
-package doubling_test
+package dissemination_test
 
 const raceEnabled = false
