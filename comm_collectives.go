@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/collkit/collkit/algo/binomial"
 	"github.com/collkit/collkit/algo/dissemination"
 	"github.com/collkit/collkit/algo/pairwise"
 	"github.com/collkit/collkit/algo/ring"
@@ -19,15 +18,16 @@ type Element interface {
 }
 
 // DefaultTreeBytes is the message size up to which rooted collectives
-// (broadcast, reduce) use a binomial tree, which needs log2(n) steps, rather
-// than the pipelined ring, which moves fewer bytes per link.
+// (broadcast, reduce) use the dissemination pattern (algo/dissemination),
+// which needs ceil(log2 n) steps like a binomial tree, rather than the
+// pipelined ring, which moves fewer bytes per link.
 const DefaultTreeBytes = 64 << 10
 
 // Algorithm ids sent in the headers of the collectives other than
 // all-reduce, so that ranks that picked different algorithms for the same
 // call get a mismatch error instead of a hang.
 const (
-	algoBinomial uint8 = iota + 1
+	algoBinomial uint8 = iota + 1 // no longer run; the id stays taken
 	algoRing
 	algoPairwise
 	algoDissemination
@@ -107,8 +107,12 @@ func header(coll transport.Coll, dt DType, op Op, count int, root int, algo uint
 }
 
 // Broadcast copies buf on rank root into buf on every rank. Every rank
-// passes a buffer of the same length. Small buffers go down a binomial tree,
-// large ones along a pipelined chain.
+// passes a buffer of the same length. Small buffers go over the
+// dissemination pattern (algo/dissemination), large ones along a pipelined
+// chain after the ranks have agreed on the call (dissemination.Agree).
+// Either way no rank returns before every rank has called Broadcast with
+// the same length, dtype and root: ranks that disagree all get an error
+// from this call.
 func (c *Comm) Broadcast(ctx context.Context, dt DType, buf []byte, root int) error {
 	run, err := c.broadcastOp(dt, buf, root)
 	return c.call(ctx, &nameBroadcast, run, err)
@@ -134,22 +138,33 @@ func (c *Comm) broadcastOp(dt DType, buf []byte, root int) (func(context.Context
 }
 
 func (c *Comm) broadcast(ctx context.Context, dt DType, buf []byte, root int) error {
+	h := header(transport.CollBroadcast, dt, 0, len(buf)/dt.Size(), root, algoDissemination)
 	if len(buf) <= c.treeBytes {
-		return c.runColl(ctx, "broadcast (binomial tree)", header(transport.CollBroadcast, dt, 0, len(buf)/dt.Size(), root, algoBinomial),
+		return c.runColl(ctx, "broadcast (dissemination)", h,
 			func(ctx context.Context, t transport.Transport, h transport.Header) error {
-				return binomial.Broadcast(ctx, t, h, buf, root)
+				return dissemination.Broadcast(ctx, t, h, buf, root)
 			})
 	}
-	return c.runColl(ctx, "broadcast (chain)", header(transport.CollBroadcast, dt, 0, len(buf)/dt.Size(), root, algoRing),
+	h.Algo = algoRing
+	return c.runColl(ctx, "broadcast (chain)", h,
 		func(ctx context.Context, t transport.Transport, h transport.Header) error {
+			// The chain's root only sends, and the others hear only from
+			// the rank before them: agree on the call first (log2(n)
+			// rounds of headers, little beside the data).
+			if err := dissemination.Agree(ctx, t, h); err != nil {
+				return err
+			}
 			return ring.Broadcast(ctx, t, h, buf, root)
 		})
 }
 
 // Reduce reduces send over all ranks with op into recv on rank root. recv
 // is written only at the root, where it has send's length and may be send
-// itself (in place); other ranks may pass nil. Small buffers are reduced up
-// a binomial tree, large ones by a ring reduce-scatter and a gather.
+// itself (in place); other ranks may pass nil. Small buffers are reduced
+// over the dissemination pattern (algo/dissemination), large ones by a ring
+// reduce-scatter and a gather; either way every rank hears from every rank
+// before it returns, so ranks that disagree on the call all get an error
+// from it.
 func (c *Comm) Reduce(ctx context.Context, dt DType, op Op, send, recv []byte, root int) error {
 	run, err := c.reduceOp(dt, op, send, recv, root)
 	return c.call(ctx, &nameReduce, run, err)
@@ -176,10 +191,10 @@ func (c *Comm) reduceOp(dt DType, op Op, send, recv []byte, root int) (func(cont
 		return nil, c.badArg(what, "send buffer is %d bytes but recv buffer is %d; they must be the same size (non-root ranks may pass a nil recv)", len(send), len(recv))
 	}
 	return func(ctx context.Context) error {
-		h := header(transport.CollReduce, dt, op, len(send)/dt.Size(), root, algoBinomial)
+		h := header(transport.CollReduce, dt, op, len(send)/dt.Size(), root, algoDissemination)
 		if len(send) <= c.treeBytes {
-			return c.runColl(ctx, "reduce (binomial tree)", h, func(ctx context.Context, t transport.Transport, h transport.Header) error {
-				return binomial.Reduce(ctx, t, h, send, recv, root)
+			return c.runColl(ctx, "reduce (dissemination)", h, func(ctx context.Context, t transport.Transport, h transport.Header) error {
+				return dissemination.Reduce(ctx, t, h, send, recv, root)
 			})
 		}
 		h.Algo = algoRing
@@ -266,7 +281,10 @@ func (c *Comm) reduceScatterOp(dt DType, op Op, send, recv []byte) (func(context
 
 // Gather collects every rank's send, all of the same length, into recv on
 // rank root, block k from rank k. recv is used only at the root, where it
-// holds Size() blocks; other ranks may pass nil. It runs a binomial tree.
+// holds Size() blocks; other ranks may pass nil. It runs over the
+// dissemination pattern (algo/dissemination): the blocks reach the root as
+// up a binomial tree, and every rank hears from every rank before it
+// returns.
 func (c *Comm) Gather(ctx context.Context, dt DType, send, recv []byte, root int) error {
 	run, err := c.gatherOp(dt, send, recv, root)
 	return c.call(ctx, &nameGather, run, err)
@@ -291,16 +309,19 @@ func (c *Comm) gatherOp(dt DType, send, recv []byte, root int) (func(context.Con
 		return nil, c.badArg(what, "root's recv is %d bytes but %d ranks send %d bytes each; recv must hold %d bytes", len(recv), n, len(send), n*len(send))
 	}
 	return func(ctx context.Context) error {
-		return c.runColl(ctx, what, header(transport.CollGather, dt, 0, n*len(send)/dt.Size(), root, algoBinomial),
+		return c.runColl(ctx, what, header(transport.CollGather, dt, 0, n*len(send)/dt.Size(), root, algoDissemination),
 			func(ctx context.Context, t transport.Transport, h transport.Header) error {
-				return binomial.Gather(ctx, t, h, send, recv, root)
+				return dissemination.Gather(ctx, t, h, send, recv, root)
 			})
 	}, nil
 }
 
 // Scatter sends block k of send on rank root to recv on rank k. Every recv
 // has the same length; send is used only at the root, where it holds Size()
-// such blocks; other ranks may pass nil. It runs a binomial tree.
+// such blocks; other ranks may pass nil. It runs over the dissemination
+// pattern (algo/dissemination) as Broadcast does, each rank passing on
+// only the blocks of the ranks it serves; every rank hears from every rank
+// before it returns.
 func (c *Comm) Scatter(ctx context.Context, dt DType, send, recv []byte, root int) error {
 	run, err := c.scatterOp(dt, send, recv, root)
 	return c.call(ctx, &nameScatter, run, err)
@@ -325,9 +346,9 @@ func (c *Comm) scatterOp(dt DType, send, recv []byte, root int) (func(context.Co
 		return nil, c.badArg(what, "root's send is %d bytes but must hold %d blocks of recv's %d bytes (%d bytes)", len(send), n, len(recv), n*len(recv))
 	}
 	return func(ctx context.Context) error {
-		return c.runColl(ctx, what, header(transport.CollScatter, dt, 0, n*len(recv)/dt.Size(), root, algoBinomial),
+		return c.runColl(ctx, what, header(transport.CollScatter, dt, 0, n*len(recv)/dt.Size(), root, algoDissemination),
 			func(ctx context.Context, t transport.Transport, h transport.Header) error {
-				return binomial.Scatter(ctx, t, h, send, recv, root)
+				return dissemination.Scatter(ctx, t, h, send, recv, root)
 			})
 	}, nil
 }

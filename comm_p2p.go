@@ -23,6 +23,16 @@ type p2pSeq struct{ sent, received uint64 }
 // a large Send may wait for the peer's Recv: two ranks that send to each
 // other before receiving should do so in a Group, which runs its sends and
 // receives concurrently.
+//
+// A Recv that disagrees with the Send (another length or dtype) fails on
+// the receiving rank at that call, which aborts its communicator. Whether
+// the Send fails too depends on whether it had to wait for the receiver: a
+// Send that the transport takes without it (over tcp one that fits in the
+// socket buffers, transport.Buffered's SendBuffer, a few MiB; over the
+// in-memory transport any) has returned nil by then, and the sender learns
+// of the mismatch at its next call on the communicator, from the
+// receiver's abort notice. A larger Send, still waiting for the receiver
+// to read it, fails with that notice, which quotes the mismatch.
 func (c *Comm) Send(ctx context.Context, dt DType, buf []byte, peer int) error {
 	run, err := c.sendOp(dt, buf, peer)
 	return c.call(ctx, &nameSend, run, err)

@@ -210,18 +210,18 @@ func CollectiveAlgorithm(c *collkit.Comm, coll string, bytes int64) string {
 		return c.Choose(bytes)
 	case "broadcast":
 		if bytes <= collkit.DefaultTreeBytes {
-			return "binomial"
+			return "dissemination"
 		}
 		return "chain"
 	case "reduce":
 		if bytes <= collkit.DefaultTreeBytes {
-			return "binomial"
+			return "dissemination"
 		}
 		return "ring"
 	case "allgather", "reducescatter":
 		return "ring"
 	case "gather", "scatter":
-		return "binomial"
+		return "dissemination"
 	case "alltoall":
 		return "pairwise"
 	}

@@ -70,8 +70,12 @@ func (c Config) algorithms() []Algorithm {
 }
 
 // Choose returns the candidate the model predicts fastest for an all-reduce
-// of bytes over n ranks, and that prediction in microseconds.
+// of bytes over n ranks, and that prediction in microseconds. An empty
+// all-reduce gets the choice of the smallest one, so that a rank that
+// passes an empty buffer where the others pass a few elements runs their
+// algorithm, and they meet its header where they expect theirs.
 func (c Config) Choose(bytes int64, n int) (Algorithm, float64) {
+	bytes = max(bytes, 1)
 	algos := c.algorithms()
 	best, bestUS := 0, 0.0
 	for i, a := range algos {

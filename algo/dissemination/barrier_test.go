@@ -66,3 +66,51 @@ func TestBarrierMissingRank(t *testing.T) {
 		t.Fatalf("got %v, want a deadline error", err)
 	}
 }
+
+// Agree passes when every rank brings the same header, and otherwise no
+// rank passes: each would have to hear from every rank, the odd one
+// included, through messages whose headers equal its own.
+func TestAgree(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 4, 5, 7, 8} {
+		ts := algotest.MemWorld(t, n)
+		h := transport.Header{Seq: 1, Coll: transport.CollBroadcast, Count: 4, Root: 0}
+		err := algotest.OnEveryRank(ts, func(ctx context.Context, r int, tr transport.Transport) error {
+			return dissemination.Agree(ctx, tr, h)
+		})
+		if err != nil {
+			t.Fatalf("n=%d, equal headers: %v", n, err)
+		}
+		for odd := range n {
+			if n == 1 {
+				break
+			}
+			h.Seq++
+			errs := make([]error, n)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			var wg sync.WaitGroup
+			for r, tr := range ts {
+				wg.Go(func() {
+					h := h
+					if r == odd {
+						h.Count = 0
+					}
+					if errs[r] = dissemination.Agree(ctx, tr, h); errs[r] != nil {
+						cancel() // as a communicator's abort would
+					}
+				})
+			}
+			wg.Wait()
+			cancel()
+			mismatch := false
+			for r, err := range errs {
+				if err == nil {
+					t.Errorf("n=%d, rank %d's count differs: rank %d agreed", n, odd, r)
+				}
+				mismatch = mismatch || errors.Is(err, transport.ErrMismatch)
+			}
+			if !mismatch {
+				t.Errorf("n=%d, rank %d's count differs: no rank saw the mismatch: %v", n, odd, errs)
+			}
+		}
+	}
+}

@@ -4,9 +4,10 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"github.com/collkit/collkit/algo/pipeline"
 	"math/bits"
 
+	"github.com/collkit/collkit/algo/dissemination"
+	"github.com/collkit/collkit/algo/pipeline"
 	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
 )
@@ -74,6 +75,9 @@ func (c Config) AllReduce(ctx context.Context, t transport.Transport, h transpor
 	es, err := pipeline.CheckAllReduce(h, send, recv)
 	if err != nil {
 		return fmt.Errorf("halvingdoubling: %w", err)
+	}
+	if len(send) == 0 {
+		return dissemination.Agree(ctx, t, h) // an empty all-reduce still takes part
 	}
 	if pipeline.AllReduceAlone(n, h, send, recv) {
 		return nil

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/collkit/collkit/algo/pipeline"
-
 	"github.com/collkit/collkit/algo/ring"
 	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
@@ -171,9 +170,6 @@ func (c Config) AllReduce(ctx context.Context, t transport.Transport, h transpor
 	}
 	if !pipeline.SameBuffer(send, recv) {
 		copy(recv, send)
-	}
-	if len(recv) == 0 {
-		return nil
 	}
 	x := &run{c: c, t: t, tp: tp, h: h, n: n, intra: intra, inter: inter}
 	if x.h.Op == reduce.Avg {

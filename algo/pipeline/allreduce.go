@@ -22,11 +22,12 @@ func CheckAllReduce(h transport.Header, send, recv []byte) (es int, err error) {
 	return es, nil
 }
 
-// AllReduceAlone finishes an all-reduce over n ranks that needs no
-// messages, because n is 1 or the buffer is empty, and reports whether it
-// did: recv gets send (unless in place) and Avg divides by n.
+// AllReduceAlone finishes an all-reduce that needs no messages, because n
+// is 1, and reports whether it did: recv gets send (unless in place). An
+// empty all-reduce over several ranks still needs messages: the ranks must
+// learn that every one of them passed an empty buffer (dissemination.Agree).
 func AllReduceAlone(n int, h transport.Header, send, recv []byte) bool {
-	if n != 1 && len(send) != 0 {
+	if n != 1 {
 		return false
 	}
 	if !SameBuffer(send, recv) {

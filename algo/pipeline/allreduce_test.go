@@ -2,7 +2,11 @@ package pipeline_test
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/collkit/collkit/algo/pipeline"
@@ -58,8 +62,8 @@ func TestAllReduceAlone(t *testing.T) {
 	if !pipeline.AllReduceAlone(1, h, send, recv) || !bytes.Equal(recv, send) {
 		t.Fatalf("1 rank: recv %v, want a copy of send %v", recv, send)
 	}
-	if !pipeline.AllReduceAlone(3, h, nil, nil) {
-		t.Fatal("empty buffer: AllReduceAlone did not finish it")
+	if pipeline.AllReduceAlone(3, h, nil, nil) {
+		t.Fatal("empty buffer on 3 ranks: AllReduceAlone finished it without the ranks agreeing")
 	}
 }
 
@@ -88,6 +92,50 @@ func TestEager(t *testing.T) {
 	} {
 		if got := pipeline.Eager(c.t, c.bytes, c.most); got != c.want {
 			t.Errorf("Eager(%T, %d, %d) = %v, want %v", c.t, c.bytes, c.most, got, c.want)
+		}
+	}
+}
+
+// Two ranks that both send a message their transport does not buffer meet
+// each other's header instead of waiting on each other's send.
+func TestExchangeBothSend(t *testing.T) {
+	net := mem.NewNetwork(2, mem.Config{})
+	defer net.Close()
+	h := transport.Header{Seq: 1, Coll: transport.CollBroadcast, Count: 3}
+	errs := make([]error, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	for r, tr := range net.Transports() {
+		wg.Go(func() {
+			// Each expects a header only but gets 12 bytes: a mismatch. A
+			// rank that fails stops the other, as a communicator's abort
+			// would (its own send may then never go out).
+			errs[r] = pipeline.Exchange(ctx, buffered{tr, 0}, h, 1-r, make([]byte, 12), 1-r, nil)
+			if errs[r] != nil {
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	if !errors.Is(errs[0], transport.ErrMismatch) && !errors.Is(errs[1], transport.ErrMismatch) {
+		t.Errorf("no rank saw the mismatch: %v", errs)
+	}
+	fresh := mem.NewNetwork(2, mem.Config{})
+	defer fresh.Close()
+	for r, tr := range fresh.Transports() {
+		wg.Go(func() {
+			in := make([]byte, 4)
+			errs[r] = pipeline.Exchange(context.Background(), buffered{tr, 0}, h, 1-r, []byte{1, 2, 3, byte(r)}, 1-r, in)
+			if errs[r] == nil && in[3] != byte(1-r) {
+				errs[r] = fmt.Errorf("got %v", in)
+			}
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d, matching exchange: %v", r, err)
 		}
 	}
 }

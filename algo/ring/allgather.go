@@ -3,8 +3,9 @@ package ring
 import (
 	"context"
 	"fmt"
-	"github.com/collkit/collkit/algo/pipeline"
 
+	"github.com/collkit/collkit/algo/dissemination"
+	"github.com/collkit/collkit/algo/pipeline"
 	"github.com/collkit/collkit/transport"
 )
 
@@ -34,7 +35,11 @@ func (c Config) AllGather(ctx context.Context, t transport.Transport, h transpor
 	if mine := recv[off[r]:off[r+1]]; !pipeline.SameBuffer(send, mine) {
 		copy(mine, send)
 	}
-	if n == 1 || len(recv) == 0 {
+	if len(recv) == 0 {
+		// Still take part, so that ranks that passed data fail here too.
+		return dissemination.Agree(ctx, t, h)
+	}
+	if n == 1 {
 		return nil
 	}
 	b := blockRing{n: n, r: r, seg: c.segBytes(es), first: r, off: off}

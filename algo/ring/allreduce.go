@@ -5,8 +5,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/collkit/collkit/algo/dissemination"
 	"github.com/collkit/collkit/algo/pipeline"
-
 	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
 )
@@ -51,6 +51,9 @@ func (c Config) AllReduce(ctx context.Context, t transport.Transport, h transpor
 	es, err := pipeline.CheckAllReduce(h, send, recv)
 	if err != nil {
 		return fmt.Errorf("ring: %w", err)
+	}
+	if len(send) == 0 {
+		return dissemination.Agree(ctx, t, h) // an empty all-reduce still takes part
 	}
 	if pipeline.AllReduceAlone(n, h, send, recv) {
 		return nil

@@ -3,8 +3,9 @@ package ring
 import (
 	"context"
 	"fmt"
-	"github.com/collkit/collkit/algo/pipeline"
 
+	"github.com/collkit/collkit/algo/dissemination"
+	"github.com/collkit/collkit/algo/pipeline"
 	"github.com/collkit/collkit/transport"
 )
 
@@ -29,7 +30,11 @@ func (c Config) Broadcast(ctx context.Context, t transport.Transport, h transpor
 		return fmt.Errorf("ring: broadcast: root %d is not a rank of %d (0 to %d)", root, n, n-1)
 	}
 	h.Root = int32(root)
-	if n == 1 || len(buf) == 0 {
+	if len(buf) == 0 {
+		// Still take part, so that ranks that passed data fail here too.
+		return dissemination.Agree(ctx, t, h)
+	}
+	if n == 1 {
 		return nil
 	}
 	es := h.DType.Size()

@@ -3,9 +3,10 @@ package ring
 import (
 	"context"
 	"fmt"
-	"github.com/collkit/collkit/algo/pipeline"
 	"sync"
 
+	"github.com/collkit/collkit/algo/dissemination"
+	"github.com/collkit/collkit/algo/pipeline"
 	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
 )
@@ -45,7 +46,8 @@ func (c Config) ReduceScatter(ctx context.Context, t transport.Transport, h tran
 		return nil
 	}
 	if len(send) == 0 {
-		return nil
+		// Still take part, so that ranks that passed data fail here too.
+		return dissemination.Agree(ctx, t, h)
 	}
 	inPlace := len(recv) > 0 && &recv[0] == &send[off[r]]
 	work := send

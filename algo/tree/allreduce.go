@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 
 	"github.com/collkit/collkit/algo/pipeline"
-
 	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
 )
@@ -99,7 +98,12 @@ func newPlan(n, r, es, count, seg int) plan {
 	p := plan{n: n, r: r, seg: seg, height: treeHeight(n)}
 	split := (count + 1) / 2 * es // tree 0 takes the odd element
 	for tr, rng := range [2][2]int{{0, split}, {split, count * es}} {
-		p.halves[tr] = half{lo: rng[0], hi: rng[1], segs: (rng[1] - rng[0] + seg - 1) / seg, node: place(n, tr, r)}
+		// Each tree carries at least one segment, empty when its half is
+		// (count 0 or 1): every call runs both trees, so every rank hears
+		// from every rank, and ranks whose counts differ meet each other's
+		// header where they expect theirs.
+		segs := max(1, (rng[1]-rng[0]+seg-1)/seg)
+		p.halves[tr] = half{lo: rng[0], hi: rng[1], segs: segs, node: place(n, tr, r)}
 	}
 	return p
 }

@@ -14,7 +14,9 @@
 // The transport follows the whole transport contract: per-pair FIFO, header
 // checks, full duplex, ctx cancellation and Close. Send never blocks: each
 // directed link has an unbounded queue, so a test that needs flow control to
-// make progress belongs on a real transport.
+// make progress belongs on a real transport. Abort (transport.Aborter)
+// closes a rank and leaves its reason for its peers, which get a
+// *transport.AbortError quoting it once they have received what it sent.
 //
 // # Faults
 //

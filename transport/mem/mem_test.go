@@ -415,3 +415,27 @@ func TestStopAndAbort(t *testing.T) {
 		wantErr(t, "Recv from an aborting rank", err, 0, transport.ErrPeerGone)
 	})
 }
+
+// An aborted rank's messages still arrive; after them its peers' Recvs,
+// and their Sends to it, quote its reason.
+func TestAbortLeavesReason(t *testing.T) {
+	net := mem.NewNetwork(2, mem.Config{})
+	defer net.Close()
+	ctx := context.Background()
+	a, b := net.Transport(0), net.Transport(1)
+	h := transport.Header{Seq: 1, Coll: transport.CollBarrier}
+	if err := a.Send(ctx, 1, h, []byte{7}); err != nil {
+		t.Fatal(err)
+	}
+	a.Abort("rank 0: counts differ")
+	got := make([]byte, 1)
+	if err := b.Recv(ctx, 0, h, got); err != nil || got[0] != 7 {
+		t.Fatalf("the message sent before the abort: %v, %v", got, err)
+	}
+	for op, err := range map[string]error{"recv": b.Recv(ctx, 0, h, nil), "send": b.Send(ctx, 0, h, nil)} {
+		var ae *transport.AbortError
+		if !errors.As(err, &ae) || ae.Rank != 0 || ae.Reason != "rank 0: counts differ" || !errors.Is(err, transport.ErrPeerGone) {
+			t.Errorf("%s after the abort: got %v, want an AbortError from rank 0 quoting its reason", op, err)
+		}
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package dissemination_test
+
+const raceEnabled = false
