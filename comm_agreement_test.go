@@ -189,6 +189,7 @@ func TestDisagreementFailsEveryRankMem(t *testing.T) {
 // disagreement (against one other collective each), with the odd rank in
 // the middle of four.
 func TestDisagreementFailsEveryRankTCP(t *testing.T) {
+	t.Parallel() // mostly waiting on sockets
 	const n, odd = 4, 2
 	for _, coll := range collNames {
 		for _, d := range disagreements(coll, 4, n, true) {
