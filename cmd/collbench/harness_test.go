@@ -56,7 +56,7 @@ func TestMatrixOutputsAndGate(t *testing.T) {
 	dir := t.TempDir()
 	jsonPath, csvPath, plotPath := filepath.Join(dir, "base.json"), filepath.Join(dir, "base.csv"), filepath.Join(dir, "base.png")
 	stdout, stderr, code := collbench(t, nil, "--np", "2", "--algo", "ring,tree", "--transport", "all", "-b", "8", "-e", "64K", "-f", "32",
-		"--min-time", "5ms", "--max-iters", "200", "-w", "1", "--json", jsonPath, "--csv", csvPath, "--plot", plotPath)
+		"-n", "40", "-w", "1", "--json", jsonPath, "--csv", csvPath, "--plot", plotPath)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
