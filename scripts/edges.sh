@@ -91,8 +91,8 @@ stuck() {
   for r in 0 1 2 3; do start "st$r" "$r" 4 -- "$work/collbench" -b 8 -e 1M --min-time 5s -q --timeout 10s; done
   sleep 3
   local pid
-  pid=$(pgrep -f "collbench -b 8 -e 1M --min-time 5s" | while read -r p; do
-    grep -qz '^RANK=2$' "/proc/$p/environ" 2>/dev/null && echo "$p"; done | head -1)
+  pid=$(pgrep -f "$work/collbench -b 8 -e 1M --min-time 5s" | while read -r p; do
+    grep -qz '^RANK=2$' "/proc/$p/environ" 2>/dev/null && echo "$p"; done | head -1 || true)
   kill -STOP "$pid"
   echo "  stopped rank 2 (pid $pid) at +3 s"
   for r in 0 1 3; do while [ ! -f "$work/st$r.exit" ]; do sleep 0.2; done; done
