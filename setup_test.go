@@ -134,7 +134,7 @@ func TestSetupWorldSizeMismatchFailsEveryRank(t *testing.T) {
 // process of the job they meet in fails at once, naming both claimants.
 func TestSetupTwoJobsOnOnePortFail(t *testing.T) {
 	port := setupPort(t)
-	opts := Options{SetupTimeout: time.Minute}
+	opts := Options{SetupTimeout: 20 * time.Second}
 	ranks := []*setupRank{
 		{env: torchEnv(port, 0, 3), opts: opts}, // job A
 		{env: torchEnv(port, 1, 3), opts: opts},
@@ -142,16 +142,20 @@ func TestSetupTwoJobsOnOnePortFail(t *testing.T) {
 		{env: torchEnv(port, 1, 3), opts: opts},
 	}
 	connectAll(t, ranks)
-	var lost, met []*setupRank
+	// One rank 0 hosts the store. The other finds the port taken or, when
+	// it comes after that store was stopped by the duplicate claim and
+	// closed, hosts a store of its own that nobody joins, and says so at
+	// its setup timeout.
+	var other, met []*setupRank
 	for _, r := range ranks {
-		if r.env.Rank == 0 && errors.Is(r.err, syscall.EADDRINUSE) {
-			lost = append(lost, r)
+		if r.env.Rank == 0 && (errors.Is(r.err, syscall.EADDRINUSE) || errors.Is(r.err, bootstrap.ErrMissingRanks)) {
+			other = append(other, r)
 		} else {
 			met = append(met, r)
 		}
 	}
-	if len(lost) != 1 || !strings.Contains(lost[0].err.Error(), "choose another MASTER_PORT") {
-		t.Fatalf("want exactly one rank 0 told that the port is taken; errors: %v, %v, %v, %v",
+	if len(other) != 1 || !strings.Contains(other[0].err.Error(), "MASTER_PORT") {
+		t.Fatalf("want one rank 0 told that the port is taken, or that no rank joined it; errors: %v, %v, %v, %v",
 			ranks[0].err, ranks[1].err, ranks[2].err, ranks[3].err)
 	}
 	assertEveryRank(t, met, bootstrap.ErrDuplicateRank, 10*time.Second,
