@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/collkit/collkit/launch"
 	"net"
 	"os"
 	"os/exec"
@@ -43,21 +44,7 @@ func TestMain(m *testing.M) {
 
 // cleanEnv is this process's environment without launcher variables, so
 // that each rank gets only the ones a test gives it.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		switch {
-		case name == "RANK", name == "WORLD_SIZE", name == "LOCAL_RANK", name == "LOCAL_WORLD_SIZE",
-			name == "MASTER_ADDR", name == "MASTER_PORT",
-			strings.HasPrefix(name, "OMPI_"), strings.HasPrefix(name, "PMI"), strings.HasPrefix(name, "SLURM_"),
-			strings.HasPrefix(name, "COLLKIT_"):
-			continue
-		}
-		env = append(env, kv)
-	}
-	return env
-}
+func cleanEnv() []string { return launch.WithoutLauncherEnv(os.Environ()) }
 
 // freePort returns a loopback port nobody listens on.
 func freePort(t *testing.T) string {

@@ -178,3 +178,23 @@ func newSecret() string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// WithoutLauncherEnv returns environ without the variables a launcher or
+// collkit sets (rank and size, the store address, OMPI_*, PMI*, SLURM_*,
+// COLLKIT_*), so that a program started with it, as by a test running under
+// mpirun or srun, launches its own ranks rather than joining that job.
+func WithoutLauncherEnv(environ []string) []string {
+	var env []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		switch {
+		case name == "RANK", name == "WORLD_SIZE", name == "LOCAL_RANK", name == "LOCAL_WORLD_SIZE",
+			name == "MASTER_ADDR", name == "MASTER_PORT",
+			strings.HasPrefix(name, "OMPI_"), strings.HasPrefix(name, "PMI"), strings.HasPrefix(name, "SLURM_"),
+			strings.HasPrefix(name, "COLLKIT_"):
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}

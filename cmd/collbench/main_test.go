@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/collkit/collkit/launch"
 	"net"
 	"os"
 	"os/exec"
@@ -61,20 +62,7 @@ func collbench(t *testing.T, env []string, args ...string) (stdout, stderr strin
 
 // cleanEnv is this process's environment without rank variables, so that
 // collbench launches its own ranks even under a CI launcher.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		switch {
-		case name == "RANK", name == "WORLD_SIZE", name == "LOCAL_RANK", name == "MASTER_ADDR", name == "MASTER_PORT",
-			strings.HasPrefix(name, "OMPI_"), strings.HasPrefix(name, "PMI"), strings.HasPrefix(name, "SLURM_"),
-			strings.HasPrefix(name, "COLLKIT_"):
-			continue
-		}
-		env = append(env, kv)
-	}
-	return env
-}
+func cleanEnv() []string { return launch.WithoutLauncherEnv(os.Environ()) }
 
 func TestFourRanksRingOverTCP(t *testing.T) {
 	jsonPath := filepath.Join(t.TempDir(), "out.json")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"github.com/collkit/collkit/launch"
 	"os"
 	"os/exec"
 	"strings"
@@ -74,16 +75,4 @@ func TestLaunch(t *testing.T) {
 
 // cleanEnv is the environment without launcher variables, so the program
 // launches its own ranks even when the test runs under one.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		switch {
-		case name == "RANK", name == "WORLD_SIZE", name == "LOCAL_RANK", name == "MASTER_ADDR", name == "MASTER_PORT",
-			strings.HasPrefix(name, "OMPI_COMM_WORLD_"), strings.HasPrefix(name, "SLURM_"), strings.HasPrefix(name, "PMI_"):
-			continue
-		}
-		env = append(env, kv)
-	}
-	return env
-}
+func cleanEnv() []string { return launch.WithoutLauncherEnv(os.Environ()) }
