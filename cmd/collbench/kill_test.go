@@ -71,16 +71,9 @@ func TestKillWorker(t *testing.T) {
 	}
 	defer cmd.Process.Kill()
 	// Wait for the first result row: the ranks are connected and running.
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() && !strings.HasPrefix(strings.TrimSpace(sc.Text()), "65536") {
-	}
-	go io.Copy(io.Discard, stdout)
-	workers := children(cmd.Process.Pid)
-	if len(workers) != np {
-		t.Fatalf("found %d workers, want %d; stderr:\n%s", len(workers), np, stderr.String())
-	}
-	victimPid := workers[time.Now().Nanosecond()%len(workers)]
-	victim := rankOf(victimPid)
+	workers, victimPid, victim := pickWorker(t, cmd, stdout, stderr, np, func(line string) bool {
+		return strings.HasPrefix(strings.TrimSpace(line), "65536")
+	})
 	killed := time.Now()
 	if err := syscall.Kill(victimPid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -183,16 +176,9 @@ func TestStopWorker(t *testing.T) {
 		close(errLines)
 	}()
 	// Wait for the column header: the ranks are connected and running.
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() && !strings.Contains(sc.Text(), "size") {
-	}
-	go io.Copy(io.Discard, stdout)
-	workers := children(cmd.Process.Pid)
-	if len(workers) != np {
-		t.Fatalf("found %d workers, want %d; stderr:\n%s", len(workers), np, stderr.String())
-	}
-	victimPid := workers[time.Now().Nanosecond()%len(workers)]
-	victim := rankOf(victimPid)
+	_, victimPid, victim := pickWorker(t, cmd, stdout, stderr, np, func(line string) bool {
+		return strings.Contains(line, "size")
+	})
 	stopped := time.Now()
 	if err := syscall.Kill(victimPid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -244,4 +230,21 @@ func TestStopWorker(t *testing.T) {
 		t.Fatal("collbench exited 0 after a rank was stopped")
 	}
 	t.Logf("rank %d stopped; collbench exited (%v) %v later", victim, err, time.Since(stopped).Round(time.Millisecond))
+}
+
+// pickWorker reads the launcher's stdout until ready says a line shows the
+// ranks running (the rest is discarded), and returns its np workers' pids
+// and the pid and rank of one of them, chosen at random.
+func pickWorker(t *testing.T, cmd *exec.Cmd, stdout io.Reader, stderr fmt.Stringer, np int, ready func(line string) bool) (workers []int, pid, rank int) {
+	t.Helper()
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() && !ready(sc.Text()) {
+	}
+	go io.Copy(io.Discard, stdout)
+	workers = children(cmd.Process.Pid)
+	if len(workers) != np {
+		t.Fatalf("found %d workers, want %d; stderr:\n%s", len(workers), np, stderr.String())
+	}
+	pid = workers[time.Now().Nanosecond()%len(workers)]
+	return workers, pid, rankOf(pid)
 }
