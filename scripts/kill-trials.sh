@@ -12,6 +12,8 @@
 #   ALGOS="ring halvingdoubling hierarchical tree" TIMEOUT=10s scripts/kill-trials.sh 50
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=lib/trials.sh
+. scripts/lib/trials.sh
 
 TRIALS=${1:-50}
 NP=${2:-4}
@@ -33,22 +35,7 @@ for trial in $(seq 1 "$TRIALS"); do
   COLLKIT_TRIAL_MARK=$mark "$work/collbench" --np "$NP" --algo "$algo" --nodes 2 \
     -b 4K -e 4M -f 2 -n 200 -w 2 --timeout "$TIMEOUT" >"$out" 2>"$err" &
   launcher=$!
-  # Wait for the benchmark to start (the first result row), then a random
-  # 0-1.5 s more: the kill lands anywhere in the sweep.
-  for _ in $(seq 1 300); do
-    grep -q '^ *[0-9]' "$out" 2>/dev/null && break
-    sleep 0.05
-  done
-  sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.3f", r / 32767 * 1.5 }')"
-  mapfile -t workers < <(pgrep -P "$launcher")
-  if [ "${#workers[@]}" -ne "$NP" ]; then
-    wait "$launcher"
-    echo "trial $trial: $algo: the run ended before the kill (workers: ${#workers[@]}); not counted"
-    missed=$((missed + 1))
-    continue
-  fi
-  victim_pid=${workers[$((RANDOM % NP))]}
-  victim=$(tr '\0' '\n' <"/proc/$victim_pid/environ" | sed -n 's/^RANK=//p')
+  pick_victim "$out" '^ *[0-9]' 0 kill || continue
   killed_at=$(date +%s.%N)
   kill -9 "$victim_pid"
   # Bounded wait for the launcher.

@@ -17,6 +17,8 @@
 # KEEP, when set, is a directory that gets every trial's stderr.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=lib/trials.sh
+. scripts/lib/trials.sh
 
 TRIALS=${1:-15}
 NP=${2:-4}
@@ -44,22 +46,7 @@ for trial in $(seq 1 "$TRIALS"); do
   COLLKIT_TRIAL_MARK=$mark "$work/collbench" --np "$NP" --algo "$algo" "${args[@]}" \
     --timeout "$TIMEOUT" >"$out" 2>"$err" &
   launcher=$!
-  # Wait for the benchmark to start (its column header), then a random
-  # 0.5-2 s more: the stop lands anywhere in the iterations.
-  for _ in $(seq 1 300); do
-    grep -q '^# *size' "$out" 2>/dev/null && break
-    sleep 0.05
-  done
-  sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.3f", 0.5 + r / 32767 * 1.5 }')"
-  mapfile -t workers < <(pgrep -P "$launcher")
-  if [ "${#workers[@]}" -ne "$NP" ]; then
-    wait "$launcher"
-    echo "trial $trial: $algo: the run ended before the stop (workers: ${#workers[@]}); not counted"
-    missed=$((missed + 1))
-    continue
-  fi
-  victim_pid=${workers[$((RANDOM % NP))]}
-  victim=$(tr '\0' '\n' <"/proc/$victim_pid/environ" | sed -n 's/^RANK=//p')
+  pick_victim "$out" '^# *size' 0.5 stop || continue
   stopped_at=$(now)
   kill -STOP "$victim_pid"
   # Note when each rank prints its error and when the launcher exits.
