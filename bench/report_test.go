@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"gonum.org/v1/gonum/stat"
 )
 
 func TestSummarize(t *testing.T) {
@@ -74,6 +76,22 @@ func TestFitLatencyBandwidth(t *testing.T) {
 	}
 	if _, bw := FitLatencyBandwidth([]float64{8, 16}, []float64{2, 1}, nil); bw != 0 {
 		t.Fatalf("falling times: bandwidth %g, want 0", bw)
+	}
+	// The failing CI run's shape: 0.9 us at 8 B, then steeply up. A free
+	// line would cross zero above 8 B (negative latency); through the
+	// origin, t = bytes/b with b the weighted fit of the three points.
+	xs, ys = []float64{8, 256, 8192}, []float64{0.9, 120, 4000}
+	ws = []float64{1 / (0.9 * 0.9), 1 / (120 * 120.0), 1 / (4000 * 4000.0)}
+	if a, _ := stat.LinearRegression(xs, ys, ws, false); a >= 0 {
+		t.Fatalf("test data: the free fit's intercept is %g, want it negative", a)
+	}
+	lat, bw = FitLatencyBandwidth(xs, ys, ws)
+	var xy, xx float64
+	for i := range xs {
+		xy, xx = xy+ws[i]*xs[i]*ys[i], xx+ws[i]*xs[i]*xs[i]
+	}
+	if lat != 0 || math.Abs(bw-xx/xy/1e3) > 1e-12 || !(bw > 0) {
+		t.Fatalf("superlinear times: latency %g us, bandwidth %g GB/s; want 0 and %g", lat, bw, xx/xy/1e3)
 	}
 }
 

@@ -63,7 +63,10 @@ func SummarizeRows(rows []Row, ranks int) Summary {
 // FitLatencyBandwidth fits t = a + bytes/b to times in microseconds by
 // weighted least squares and returns a (us) and b (GB/s, 1e9 bytes per
 // second). It returns zeros when fewer than two distinct sizes are given or
-// the slope is not positive.
+// the slope is not positive. A negative intercept (times that grow faster
+// than linearly, as when small sizes sit in cache and large ones do not)
+// has no meaning as a latency: the line is then fitted through the origin,
+// latency zero.
 func FitLatencyBandwidth(bytes, timesUS, weights []float64) (latencyUS, bandwidthGBs float64) {
 	distinct := map[float64]bool{}
 	for _, b := range bytes {
@@ -73,8 +76,25 @@ func FitLatencyBandwidth(bytes, timesUS, weights []float64) (latencyUS, bandwidt
 		return 0, 0
 	}
 	a, slope := stat.LinearRegression(bytes, timesUS, weights, false)
+	if a < 0 {
+		a, slope = 0, slopeThroughOrigin(bytes, timesUS, weights)
+	}
 	if !(slope > 0) || math.IsNaN(a) || math.IsInf(a, 0) {
 		return 0, 0
 	}
 	return a, 1 / slope / 1e3 // bytes per microsecond = MB/s; /1e3 = GB/s
+}
+
+// slopeThroughOrigin is the weighted least-squares slope of t = bytes*s.
+func slopeThroughOrigin(bytes, timesUS, weights []float64) float64 {
+	var xy, xx float64
+	for i, x := range bytes {
+		w := 1.0
+		if weights != nil {
+			w = weights[i]
+		}
+		xy += w * x * timesUS[i]
+		xx += w * x * x
+	}
+	return xy / xx
 }
