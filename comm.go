@@ -187,6 +187,8 @@ type Comm struct {
 	timeoutErr    error               // made once by timeoutCause; guarded by mu
 
 	eng engine // order of operations, concurrent-use checks (comm_async.go)
+	// watch finds peers that called another collective (comm_watch.go).
+	watch callWatch
 
 	mu     sync.Mutex // one collective at a time; guards seq, err, t and p2pSeq
 	seq    uint64

@@ -10,6 +10,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/collkit/collkit/transport"
 )
 
 // Futex operations. The words live in MAP_SHARED memory of several
@@ -120,5 +122,23 @@ func (t *Transport) stopErr(ctx context.Context, failed func(live bool) error, l
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return failed(live)
+	if err := failed(live); err != nil {
+		return err
+	}
+	return t.aborted()
+}
+
+// aborted is the abort notice of any peer that gave up (Abort), whichever
+// peer this rank waits on: a communicator that failed on one rank is over
+// on all of them, and the ranks that wait on others learn it here rather
+// than at their timeout.
+func (t *Transport) aborted() error {
+	for _, pr := range t.peers {
+		if pr != nil && pr.seg.closed() {
+			if reason, ok := pr.seg.abortReason(); ok {
+				return &transport.AbortError{Rank: pr.rank, Reason: reason}
+			}
+		}
+	}
+	return nil
 }
