@@ -98,7 +98,7 @@ type Options struct {
 	// Zero means 1.
 	Streams int
 	// SpinWait is how long a tcp receive polls before sleeping (see
-	// tcp.Config.SpinWait). Zero means tcp.DefaultSpinWait; negative
+	// tcp.Config.SpinWait). Zero learns it per peer; negative
 	// disables polling.
 	SpinWait time.Duration
 	// Tuning is the path of a tuning file written by `collbench tune`, used

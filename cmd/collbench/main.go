@@ -24,7 +24,6 @@ import (
 	"github.com/collkit/collkit/bootstrap"
 	"github.com/collkit/collkit/launch"
 	"github.com/collkit/collkit/reduce"
-	"github.com/collkit/collkit/transport/tcp"
 )
 
 // Exit statuses.
@@ -160,9 +159,41 @@ func launchLocal(ctx context.Context, opts options, args []string, stderr io.Wri
 	return 0
 }
 
-// spinWait maps the flag (0 disables) to collkit.Options (negative disables).
+// autoSpin is --spin-wait auto: the transport learns the budget per peer.
+const autoSpin time.Duration = -1
+
+// spinFlag is --spin-wait: auto, or a duration (0 disables polling).
+type spinFlag struct{ d *time.Duration }
+
+func (f spinFlag) String() string {
+	if f.d == nil || *f.d == autoSpin {
+		return "auto"
+	}
+	return f.d.String()
+}
+
+func (f spinFlag) Type() string { return "auto|duration" }
+
+func (f spinFlag) Set(v string) error {
+	if v == "auto" {
+		*f.d = autoSpin
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return fmt.Errorf("want auto or a duration of at least 0 (0 disables polling), such as 200us")
+	}
+	*f.d = d
+	return nil
+}
+
+// spinWait maps the flag (auto, or a duration where 0 disables) to
+// collkit.Options (0 learns, negative disables).
 func spinWait(d time.Duration) time.Duration {
-	if d == 0 {
+	switch d {
+	case autoSpin:
+		return 0
+	case 0:
 		return -1
 	}
 	return d
@@ -456,7 +487,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVarP(&op, "op", "o", "sum", "reduction: sum, prod, min, max, avg")
 	fs.Uint64Var(&o.bench.Seed, "seed", 1, "seed of the checked inputs")
 	fs.IntVar(&o.streams, "streams", 1, "TCP connections per peer")
-	fs.DurationVar(&o.spinWait, "spin-wait", tcp.DefaultSpinWait, "poll a TCP socket this long, yielding the core between polls, before sleeping (0 disables)")
+	o.spinWait = autoSpin
+	fs.Var(spinFlag{&o.spinWait}, "spin-wait", "how long a TCP receive polls, yielding the core between polls, before sleeping: auto (learned per peer from its recent waits) or a duration (0 disables)")
 	fs.StringVar(&o.bind, "bind", "core", "bind each local rank to one core, as mpirun --bind-to core (left alone when a launcher already bound it), or none")
 	fs.IntVar(&o.nodes, "nodes", 0, "split the ranks into this many simulated nodes for --algo hierarchical (default: group by host name or $COLLKIT_NODE)")
 	fs.StringVar(&o.jsonPath, "json", "", "write the results as JSON to this file (rank 0; schema in bench/SCHEMA.md)")
@@ -570,8 +602,6 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("--nodes %d: must be between 1 and the number of ranks", o.nodes)
 	case o.streams < 1:
 		return o, fmt.Errorf("--streams %d: must be at least 1", o.streams)
-	case o.spinWait < 0:
-		return o, fmt.Errorf("--spin-wait %v: must not be negative", o.spinWait)
 	case o.rounds < 1:
 		return o, fmt.Errorf("--rounds %d: must be at least 1", o.rounds)
 	case o.bind != "core" && o.bind != "none":

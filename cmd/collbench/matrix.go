@@ -118,7 +118,7 @@ func shortLabel(r bench.Report, all []bench.Report) string {
 func transportSettings(opts options) map[string]string {
 	return map[string]string{
 		"streams":   fmt.Sprint(opts.streams),
-		"spin_wait": opts.spinWait.String(),
+		"spin_wait": spinFlag{&opts.spinWait}.String(),
 		"bind":      opts.bind,
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/collkit/collkit/internal/spin"
 	"github.com/collkit/collkit/transport"
 )
 
@@ -56,6 +57,9 @@ type peer struct {
 	// (another pid namespace), so liveness rests on its closed flag.
 	checkPid bool
 	in, out  ring // in: peer -> this rank, in this rank's segment; out: in the peer's
+	// How long waits for the peer's data (in) and for room in its ring
+	// (out) poll before sleeping.
+	inWait, outWait spin.Budget
 
 	broken  atomic.Bool
 	reading atomic.Bool // a Recv is reading in: Peek keeps out
