@@ -18,6 +18,14 @@
 // Rank 0 prints the median step time of compute alone, communication alone,
 // blocking and overlapped, each the slowest rank's, the modes taking turns
 // step by step.
+//
+// With -offcpu each layer's backward pass also waits that long off the CPU,
+// as a GPU kernel's time passes for the host thread that launched it. A
+// machine with no spare cores (2 ranks on 2 vCPUs) cannot overlap CPU
+// compute with communication, which needs the cores too; off-CPU compute
+// shows what the overlap gains where the compute runs elsewhere:
+//
+//	go run ./examples/dataparallel -np 2 -work 1 -offcpu 2ms
 package main
 
 import (
@@ -41,6 +49,7 @@ func main() {
 	params := flag.Int("params", 1<<18, "float32 parameters per layer")
 	work := flag.Int("work", 8, "multiply-adds per parameter in the backward pass")
 	steps := flag.Int("steps", 10, "measured steps per mode")
+	offCPU := flag.Duration("offcpu", 0, "per layer, also wait this long off the CPU, as for a GPU kernel")
 	flag.Parse()
 	ctx := context.Background()
 
@@ -56,6 +65,7 @@ func main() {
 	}
 	defer comm.Close()
 	m := newModel(comm, *layers, *params, *work)
+	m.offCPU = *offCPU
 	modes := []struct {
 		name  string
 		step  func(context.Context) error
@@ -86,8 +96,8 @@ func main() {
 		times[i] = ts[len(ts)/2]
 	}
 	if comm.Rank() == 0 {
-		fmt.Printf("# %d ranks, %d layers x %d float32 (%.1f MiB of gradients), %d multiply-adds per parameter\n",
-			comm.Size(), *layers, *params, float64(*layers**params*4)/(1<<20), *work)
+		fmt.Printf("# %d ranks, %d layers x %d float32 (%.1f MiB of gradients), %d multiply-adds per parameter, %v off the CPU per layer\n",
+			comm.Size(), *layers, *params, float64(*layers**params*4)/(1<<20), *work, *offCPU)
 		for i, mode := range modes {
 			fmt.Printf("%-16s %8.2f ms/step\n", mode.name, float64(times[i].Microseconds())/1000)
 		}
@@ -103,6 +113,8 @@ type model struct {
 	grads [][]float32
 	input []float32
 	work  int
+	// offCPU is each layer's time off the CPU (a GPU kernel's, say).
+	offCPU time.Duration
 }
 
 func newModel(comm *collkit.Comm, layers, params, work int) *model {
@@ -116,10 +128,14 @@ func newModel(comm *collkit.Comm, layers, params, work int) *model {
 	return m
 }
 
-// backward computes layer l's gradient: work multiply-adds per parameter,
+// backward computes layer l's gradient: work multiply-adds per parameter
+// (after waiting offCPU),
 // g[i] = (rank+1) * sum_j input[i+j]. Small integers, so every sum over
 // ranks is exact in float32.
 func (m *model) backward(l int) {
+	if m.offCPU > 0 {
+		time.Sleep(m.offCPU) // the host thread waits for the device
+	}
 	d := float32(m.comm.Rank() + 1)
 	g := m.grads[l]
 	for i := range g {

@@ -60,13 +60,13 @@ func TestLaunch(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", exe, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	cmd := exec.Command(exe, "-np", "2", "-layers", "3", "-params", "500", "-work", "2", "-steps", "2")
+	cmd := exec.Command(exe, "-np", "2", "-layers", "3", "-params", "500", "-work", "2", "-steps", "2", "-offcpu", "1ms")
 	cmd.Env = cleanEnv()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	for _, want := range []string{"compute only", "all-reduce only", "blocking", "overlapped", "overlap saves"} {
+	for _, want := range []string{"compute only", "all-reduce only", "blocking", "overlapped", "overlap saves", "1ms off the CPU per layer"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
