@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -54,6 +56,20 @@ type compatFlags struct {
 	inPlace      bool   // -l, --in-place (OSU)
 	papi         string // -P (OSU)
 	version      bool   // -v, --version
+	memLimit     string // --mem-limit (OSU -M)
+	// osuOnly are OSU's long flags collbench refuses, by name.
+	osuOnly map[string]*string
+}
+
+// osuOnly are OSU's long flags that collbench refuses, with what to use
+// instead.
+var osuOnly = map[string]string{
+	"accelerator":       "collbench's buffers are host memory; --transport nccl moves them through the GPU",
+	"type":              "the data type is -d (float32, int32, uint8, ...)",
+	"graph":             "use --plot FILE.png (or .svg) for busbw and time against size",
+	"array-size":        "collbench runs no dummy compute on a device",
+	"ddt":               "derived datatypes are not supported; collbench sends contiguous buffers",
+	"validation-warmup": "the checked iterations run after the timed ones, with no warm-up of their own",
 }
 
 // addCompatFlags registers nccl-tests' and OSU's flags that collbench did
@@ -91,7 +107,13 @@ func (c *compatFlags) add(fs *pflag.FlagSet) {
 	fs.StringVarP(&c.papi, "papi", "P", "", "OSU: PAPI counters; not supported")
 	fs.BoolVarP(&c.version, "version", "v", false, "print collkit's version and exit")
 	fs.BoolVar(&c.session, "session", false, "OSU -I: MPI sessions; not supported")
-	for _, name := range []string{"tail-lat", "cta_policy", "device_cta_count", "session"} {
+	fs.StringVar(&c.memLimit, "mem-limit", "", "OSU -M: a cap on each rank's estimated buffers")
+	c.osuOnly = map[string]*string{}
+	for name := range osuOnly {
+		c.osuOnly[name] = fs.String(name, "", "OSU: not supported")
+		fs.Lookup(name).Hidden = true
+	}
+	for _, name := range []string{"tail-lat", "cta_policy", "device_cta_count", "session", "mem-limit"} {
 		fs.Lookup(name).Hidden = true
 	}
 }
@@ -140,6 +162,11 @@ func (c *compatFlags) apply(fs *pflag.FlagSet, o *options) error {
 	var err error
 	if c.session {
 		return fmt.Errorf("-I without a value is OSU's --session (MPI sessions): collbench has no MPI; drop it (nccl-tests' -I takes 0 or 1)")
+	}
+	for _, name := range slices.Sorted(maps.Keys(osuOnly)) {
+		if fs.Changed(name) {
+			return fmt.Errorf("--%s %s: OSU's --%s is not supported: %s", name, *c.osuOnly[name], name, osuOnly[name])
+		}
 	}
 	if n, err := strconv.Atoi(c.threads); err != nil {
 		return fmt.Errorf("-t %s: -t is nccl-tests' threads per process here; the transport is --transport %s", c.threads, c.threads)
@@ -225,6 +252,12 @@ func (c *compatFlags) apply(fs *pflag.FlagSet, o *options) error {
 	o.style.RankSpread = c.full
 
 	// -M: nccl-tests' report switch, or OSU's per-rank memory cap.
+	if c.memLimit != "" {
+		if fs.Changed("memory") {
+			return fmt.Errorf("-M and --mem-limit: give one")
+		}
+		c.memory = c.memLimit
+	}
 	switch c.memory {
 	case "0", "1":
 	default:

@@ -74,6 +74,7 @@ func TestFlagsSameMeaning(t *testing.T) {
 		{[]string{"-l"}, func(o options) bool { return true }},
 		{[]string{"-k", "fixed:1", "--coll", "broadcast"}, func(o options) bool { return o.root == 1 }},
 		{[]string{"-M", "512M"}, func(o options) bool { return o.memLimit == 512<<20 }},
+		{[]string{"--mem-limit", "1G"}, func(o options) bool { return o.memLimit == 1<<30 }},
 		// collbench's own long names keep working.
 		{[]string{"--algo", "ring", "--size", "16384"}, func(o options) bool {
 			return o.algos[0] == "ring" && o.bench.MinBytes == 16384 && o.bench.MaxBytes == 16384
@@ -138,6 +139,12 @@ func TestFlagsSayWhatToUse(t *testing.T) {
 		{[]string{"-m", "8:1M", "-b", "8"}, "give the sizes once"},
 		{[]string{"-m", "4", "--coll", "broadcast"}, "allreduce only"},
 		{[]string{"-d", "all", "tune"}, "unexpected argument"},
+		{[]string{"--accelerator", "cuda"}, "host memory"},
+		{[]string{"--type", "mpi_int"}, "-d"},
+		{[]string{"--graph", "png"}, "--plot"},
+		{[]string{"--array-size", "32"}, "dummy compute"},
+		{[]string{"--ddt", "cont"}, "contiguous"},
+		{[]string{"--validation-warmup", "5"}, "checked iterations"},
 	}
 	for _, c := range cases {
 		_, err := parse(t, c.args...)
