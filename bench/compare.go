@@ -181,7 +181,7 @@ func nearest(r Report, others []Report, where string) string {
 			why = append(why, fmt.Sprintf("%s, not %s", o.Variant(), r.Variant()))
 		}
 		if len(why) > 0 {
-			return fmt.Sprintf(" (%s have %s with %s)", where, o.Label(), strings.Join(why, ", "))
+			return fmt.Sprintf(" (closest in %s: %s, with %s)", where, o.Label(), strings.Join(why, ", "))
 		}
 	}
 	return ""
