@@ -83,10 +83,7 @@ func writeRunHeader(w io.Writer, opts options, env bootstrap.Env, ranks []string
 	if cfg.Iters == 0 {
 		iters = fmt.Sprintf("adaptive (min-time %v, at most %d)", cfg.MinTime, cfg.MaxIters)
 	}
-	agg := 1
-	if cfg.PerOperation {
-		agg = cfg.Group
-	}
+	agg := max(cfg.Group, 1) // nccl-tests' -m; the table header says whether times are per group or per operation
 	fmt.Fprintf(w, "# nThread 1 nGpus 1 minBytes %d maxBytes %d step: %s warmup iters: %d iters: %s agg iters: %d validation: %d graph: 0\n",
 		cfg.MinBytes, cfg.MaxBytes, step, cfg.Warmup, iters, agg, cfg.Check)
 	var dts, ops []string
