@@ -98,7 +98,7 @@ type Options struct {
 	// Zero means 1.
 	Streams int
 	// SpinWait is how long a tcp receive polls before sleeping (see
-	// tcp.Config.SpinWait). Zero means tcp.DefaultSpinWait; negative
+	// tcp.Config.SpinWait). Zero learns it per peer; negative
 	// disables polling.
 	SpinWait time.Duration
 	// Tuning is the path of a tuning file written by `collbench tune`, used
@@ -187,6 +187,8 @@ type Comm struct {
 	timeoutErr    error               // made once by timeoutCause; guarded by mu
 
 	eng engine // order of operations, concurrent-use checks (comm_async.go)
+	// watch finds peers that called another collective (comm_watch.go).
+	watch callWatch
 
 	mu     sync.Mutex // one collective at a time; guards seq, err, t and p2pSeq
 	seq    uint64

@@ -11,6 +11,7 @@ import (
 
 	"github.com/collkit/collkit/algo/algotest"
 	"github.com/collkit/collkit/transport"
+	"github.com/collkit/collkit/transport/shm"
 )
 
 // A call is one rank's view of a collective: which one, and its count (per
@@ -211,18 +212,19 @@ func TestDisagreementFailsEveryRankTCP(t *testing.T) {
 
 // Under every all-reduce algorithm, an all-reduce that disagrees with the
 // others', an empty one included, fails every rank at the call; so does
-// another collective against it, except against the tree and hierarchical
-// all-reduces (see the README: their first messages go to tree or node
-// neighbours, which the other collectives' first messages need not reach,
-// so no rank may see the other's header, and all wait for the timeout).
+// another collective against it. Against the tree and hierarchical
+// all-reduces, whose first messages go to tree or node neighbours, the
+// other collective's messages may reach only ranks that wait on someone
+// else: the call watch (WatchPeriod) finds them there.
 func TestAllReduceDisagreementEveryAlgorithm(t *testing.T) {
 	for _, algo := range []string{"ring", "tree", "halvingdoubling", "hierarchical", "adaptive"} {
 		for _, n := range []int{3, 4, 5} {
 			for _, d := range disagreements("allreduce", 4, n, false) {
-				if (algo == "tree" || algo == "hierarchical") && d.odd.coll != "allreduce" {
-					continue
-				}
+				asks := (algo == "tree" || algo == "hierarchical") && d.odd.coll != "allreduce"
 				for odd := range n {
+					if asks && (n != 4 || odd%3 != 0) {
+						continue // found by asking the peers after AskAfter: two cases each
+					}
 					net := algotest.MemWorld(t, n)
 					cs := make([]*Comm, n)
 					for r, tr := range net {
@@ -241,6 +243,44 @@ func TestAllReduceDisagreementEveryAlgorithm(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// The same over sockets and shared memory: a different collective against
+// the tree and hierarchical all-reduces (found by Peek over tcp, or by
+// asking the peers) and against shared memory's native all-reduce (Peek
+// into the rings) fails every rank at the call.
+func TestOtherCollectiveAgainstAllReduceSockets(t *testing.T) {
+	t.Parallel() // mostly waiting
+	const n = 4
+	allreduce := call{coll: "allreduce", count: 4, dt: Float32, op: Sum}
+	for _, other := range []string{"allgather", "barrier", "scatter"} {
+		d := disagreement{name: "allreduce vs " + other, most: allreduce, odd: allreduce}
+		d.odd.coll = other
+		for _, algo := range []string{"tree", "hierarchical"} {
+			t.Run("tcp/"+algo+"/"+other, func(t *testing.T) {
+				checkEveryRankFails(t, tcpComms(t, n, Options{Algorithm: algo, SimulatedNodes: 2, Timeout: agreementTimeout}), d, 1)
+			})
+		}
+		t.Run("shm/native/"+other, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			ts, err := shm.Local(ctx, n, shm.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cs := make([]*Comm, n)
+			for r, tr := range ts {
+				if cs[r], err = New(tr, Options{Timeout: agreementTimeout, NoStats: true}); err != nil {
+					t.Fatal(err)
+				}
+				defer cs[r].Close()
+			}
+			if cs[0].Algorithm() != "native" {
+				t.Fatalf("algorithm %q over shm, want native", cs[0].Algorithm())
+			}
+			checkEveryRankFails(t, cs, d, 2)
+		})
 	}
 }
 

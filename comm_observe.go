@@ -63,6 +63,8 @@ func (c *Comm) observed(coll, algo string, h transport.Header, bytes int, fn fun
 	if o.rec != nil {
 		t = tracing.Wrap(t, o.rec)
 	}
+	c.watch.begin(c, h)
+	defer c.watch.end()
 	if o.stats == nil && o.rec == nil {
 		return fn(t)
 	}

@@ -1,23 +1,139 @@
 #!/usr/bin/env bash
-# Side-by-side all-reduce figures: Open MPI (../shared/peers/mpi-allreduce.sh,
-# btl tcp and vader) and collbench over TCP, same sizes, same session,
-# alternating REPS times so both see the same machine conditions.
-# Usage: scripts/compare-mpi.sh [REPS] [NP...]     (default: 3 reps, np 2 4)
+# One table: collkit (collbench) against Open MPI, run alternately in the
+# same session, REPS rounds, medians per size. The time ratio is collkit's
+# time over Open MPI's (below 1: collkit is faster); both are the slowest
+# rank's mean time per call, out of place.
+#
+# Usage: scripts/compare-mpi.sh [REPS]        (default 3)
+# Settings (environment):
+#   NPS="2 3 4 8"            rank counts for the all-reduce
+#   TRANSPORTS="tcp shm"     collkit transport; Open MPI runs btl tcp for
+#                            tcp and btl vader for shm
+#   MIN=8 MAX=16M            all-reduce sweep (sizes double)
+#   SIZES="8 64 512 4K 16K 64K 256K 1M 4M 16M"   rows printed
+#   ALGOS="ring,tree,halvingdoubling,adaptive"   over tcp; shm adds native
+#   COLLS="broadcast allgather reducescatter alltoall"  at COLL_NP ranks,
+#   COLL_NP=4 COLL_SIZES="16 1M"                        over tcp
+#   OUT_DIR=/tmp/collkit-compare   raw outputs and the table (table.md)
+# Needs Open MPI (mpicc, mpirun): ../shared/peers installs it when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-reps=${1:-3}; shift || true
-nps=${*:-2 4}
+reps=${1:-3}
+NPS=${NPS:-2 3 4 8}
+TRANSPORTS=${TRANSPORTS:-tcp shm}
+MIN=${MIN:-8}
+MAX=${MAX:-16M}
+SIZES=${SIZES:-8 64 512 4K 16K 64K 256K 1M 4M 16M}
+ALGOS=${ALGOS:-ring,tree,halvingdoubling,adaptive}
+COLLS=${COLLS-broadcast allgather reducescatter alltoall}
+COLL_NP=${COLL_NP:-4}
+COLL_SIZES=${COLL_SIZES:-16 1M}
 peers=../shared/peers
 out=${OUT_DIR:-/tmp/collkit-compare}
 mkdir -p "$out"
+raw=$out/raw.txt
+: >"$raw"
+
+bytes() { # 16K -> 16384
+  local v=$1
+  case $v in
+    *K) echo $((${v%K} << 10)) ;;
+    *M) echo $((${v%M} << 20)) ;;
+    *G) echo $((${v%G} << 30)) ;;
+    *) echo "$v" ;;
+  esac
+}
+sizes() { # the rows a sweep keeps: " 8 64 ... "
+  local w=" " s
+  for s in "$@"; do w+="$(bytes "$s") "; done
+  echo "$w"
+}
+
 go build -o "$out/collbench" ./cmd/collbench
+
+# mpi COLL NP MIN MAX BTL TR: appends "mpi COLL TR NP BYTES - TIME" lines.
+mpi() {
+  local coll=$1 np=$2 lo=$3 hi=$4 btl=$5 tr=$6 log wanted
+  wanted=$(sizes $SIZES)
+  [ "$coll" = allreduce ] || wanted=$(sizes $COLL_SIZES)
+  log=$out/mpi-$coll-$tr-np$np-rep$rep.txt
+  bash "$peers/mpi-colls.sh" "$coll" "$np" "$lo" "$hi" 20 "$btl" >"$log"
+  awk -v c="$coll" -v t="$tr" -v n="$np" -v w="$wanted" \
+    '$1 ~ /^[0-9]+$/ && index(w, " " $1 " ") { print "mpi", c, t, n, $1, "-", $2 }' "$log" >>"$raw"
+}
+
+# collkit COLL NP MIN MAX TR ALGOS: appends "collkit COLL TR NP BYTES ALGO TIME".
+collkit() {
+  local coll=$1 np=$2 lo=$3 hi=$4 tr=$5 algos=$6 csv wanted
+  wanted=$(sizes $SIZES)
+  [ "$coll" = allreduce ] || wanted=$(sizes $COLL_SIZES)
+  csv=$out/collkit-$coll-$tr-np$np-rep$rep.csv
+  local args=(--np "$np" --coll "$coll" --transport "$tr" -b "$lo" -e "$hi" -f 2 -c 1 -q --csv "$csv")
+  if [ "$coll" = allreduce ]; then args+=(--algo "$algos" --interleave); fi
+  "$out/collbench" "${args[@]}" >"$out/collkit-$coll-$tr-np$np-rep$rep.txt"
+  awk -F, -v c="$coll" -v t="$tr" -v n="$np" -v w="$wanted" '
+    NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+    $col["placement"] == "out_of_place" && index(w, " " $col["bytes"] " ") {
+      a = $col["algorithm"]; if (a ~ /^per size/) a = $col["ran_algorithm"]
+      print "collkit", c, t, n, $col["bytes"], a, $col["time_us"]
+    }' "$csv" >>"$raw"
+}
+
 for rep in $(seq 1 "$reps"); do
-  for np in $nps; do
-    echo "== rep $rep np $np: Open MPI"
-    bash "$peers/mpi-allreduce.sh" "$np" | tee "$out/mpi-np$np-rep$rep.txt"
-    echo "== rep $rep np $np: collbench --transport tcp"
-    "$out/collbench" --np "$np" -b 8 -e 4K -f 8 -n 200 -w 20 -c 1 | tee "$out/collbench-lat-np$np-rep$rep.txt"
-    "$out/collbench" --np "$np" -b 64K -e 64M -f 4 -n 20 -w 3 -c 1 | tee "$out/collbench-bw-np$np-rep$rep.txt"
+  for tr in $TRANSPORTS; do
+    btl=tcp algos=$ALGOS
+    if [ "$tr" = shm ]; then btl=vader algos=native,$ALGOS; fi
+    for np in $NPS; do
+      echo "== round $rep/$reps: all-reduce, np $np, $tr (Open MPI btl $btl, then collkit)" >&2
+      mpi allreduce "$np" "$(bytes "$MIN")" "$(bytes "$MAX")" "$btl" "$tr"
+      collkit allreduce "$np" "$MIN" "$MAX" "$tr" "$algos"
+    done
+  done
+  for coll in $COLLS; do
+    for s in $COLL_SIZES; do
+      echo "== round $rep/$reps: $coll $s, np $COLL_NP, tcp" >&2
+      mpi "$coll" "$COLL_NP" "$(bytes "$s")" "$(bytes "$s")" tcp tcp
+      collkit "$coll" "$COLL_NP" "$s" "$s" tcp ""
+    done
   done
 done
-echo "results in $out"
+
+# Medians over the rounds, then per row: Open MPI, collkit's best algorithm,
+# ring and adaptive (all-reduce) and the ratios.
+sort -k1,1 -k2,2 -k3,3 -k4,4n -k5,5n -k6,6 -k7,7g "$raw" | awk '
+  function flush() {
+    if (key == "") return
+    med[key] = vals[int((n + 1) / 2)]
+    n = 0
+  }
+  { k = $1 " " $2 " " $3 " " $4 " " $5 " " $6
+    if (k != key) { flush(); key = k }
+    vals[++n] = $7 }
+  END {
+    flush()
+    for (k in med) {
+      split(k, f, " ")
+      row = f[2] " " f[3] " " f[4] " " f[5]
+      rows[row] = 1
+      if (f[1] == "mpi") mpi[row] = med[k]
+      else {
+        t[row, f[6]] = med[k]
+        if (!(row in best) || med[k] < best[row]) { best[row] = med[k]; bestAlgo[row] = f[6] }
+      }
+    }
+    for (row in rows) print row, (row in mpi ? mpi[row] : "-"), (row in best ? best[row] : "-"), \
+      (row in best ? bestAlgo[row] : "-"), ((row, "ring") in t ? t[row, "ring"] : "-"), \
+      ((row, "adaptive") in t ? t[row, "adaptive"] : "-")
+  }' | sort -k1,1 -k2,2 -k3,3n -k4,4n | awk -v date="$(date -u +%Y-%m-%d)" -v reps="$reps" -v host="$(nproc) cores" '
+  function ratio(a, b) { return (a == "-" || b == "-" || b == 0) ? "-" : sprintf("%.2f", a / b) }
+  function us(a) { return a == "-" ? a : sprintf("%.1f", a) }
+  function size(b) { return b >= 1048576 ? b / 1048576 " MiB" : b >= 1024 ? b / 1024 " KiB" : b " B" }
+  BEGIN {
+    print "Measured " date " on " host ", medians of " reps " alternating rounds; times in us (slowest rank, mean per call); ratio = collkit / Open MPI."
+    print ""
+    print "| collective | transport | np | size | Open MPI | collkit best (algorithm) | ratio | ring | ratio | adaptive | ratio |"
+    print "|---|---|---|---|---|---|---|---|---|---|---|"
+  }
+  { printf "| %s | %s | %s | %s | %s | %s (%s) | %s | %s | %s | %s | %s |\n", $1, $2, $3, size($4), us($5), us($6), $7, ratio($6, $5), us($8), ratio($8, $5), us($9), ratio($9, $5) }
+' | tee "$out/table.md"
+echo "raw outputs and table.md in $out" >&2

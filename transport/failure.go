@@ -91,3 +91,27 @@ type WaitReporter interface {
 type Pinger interface {
 	Ping(ctx context.Context, peer int) ([]Wait, error)
 }
+
+// Peeker is implemented by transports that can show, without consuming it
+// and without blocking, the header of the next message from peer when it
+// has arrived and no Recv is reading from that peer. A communicator whose
+// call waits uses it to find a peer that called another collective: that
+// peer's message lies unread while this rank waits on someone else (see
+// SameCall).
+type Peeker interface {
+	Peek(peer int) (Header, bool)
+}
+
+// SameCall reports whether a message with header got, from a peer, can
+// belong to the collective call this rank runs as want: when both are
+// collective calls of one communicator with the same sequence number, they
+// must agree on the collective, count, data type, op and root. Algorithms
+// set Step, Len and Algo per message, and point-to-point messages and
+// other communicators' number their calls apart, so those never disagree.
+func SameCall(want, got Header) bool {
+	if got.Seq != want.Seq || got.Comm != want.Comm || got.Coll == CollSendRecv || want.Coll == CollSendRecv ||
+		got.Coll == CollAbort || want.Coll == 0 {
+		return true
+	}
+	return got.Coll == want.Coll && got.Count == want.Count && got.DType == want.DType && got.Op == want.Op && got.Root == want.Root
+}

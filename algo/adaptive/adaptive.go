@@ -3,6 +3,7 @@ package adaptive
 import (
 	"context"
 	"fmt"
+	"math/bits"
 	"slices"
 
 	"github.com/collkit/collkit/algo/halvingdoubling"
@@ -34,12 +35,32 @@ var Tree = Shape{
 	Factor: func(n int) float64 { return 2 },
 }
 
-// HalvingDoubling is the shape of Rabenseifner's algorithm (recursive
-// doubling for tiny messages has fewer steps, which the fitted latency of
-// the small-size bands absorbs).
+// HalvingDoubling is the shape of halving-doubling: Rabenseifner's
+// reduce-scatter and all-gather (2 log2 p steps over the largest power of
+// two p <= n ranks), and up to halvingdoubling.DefaultDoublingMaxBytes
+// recursive doubling (log2 p steps, each with the whole buffer). With n not
+// a power of two, n-p ranks first hand their buffer to a partner and get
+// the result back: two more steps, each with the whole buffer.
 var HalvingDoubling = Shape{
-	Steps:  func(n int) float64 { return 2 * log2ceil(n) },
-	Factor: func(n int) float64 { return 2 * float64(n-1) / float64(n) },
+	Steps:  func(n int) float64 { return 2*log2floor(n) + extra(n) },
+	Factor: func(n int) float64 { p := pow2floor(n); return 2*(p-1)/p + extra(n) },
+	Small: &Shape{
+		Steps:  func(n int) float64 { return log2floor(n) + extra(n) },
+		Factor: func(n int) float64 { return log2floor(n) + extra(n) },
+	},
+	SmallBytes: halvingdoubling.DefaultDoublingMaxBytes,
+}
+
+// pow2floor is the largest power of two <= n (n >= 1), log2floor its log.
+func pow2floor(n int) float64 { return float64(uint(1) << (bits.Len(uint(max(n, 1))) - 1)) }
+func log2floor(n int) float64 { return float64(bits.Len(uint(max(n, 1))) - 1) }
+
+// extra is halving-doubling's two steps for ranks beyond a power of two.
+func extra(n int) float64 {
+	if float64(n) == pow2floor(n) {
+		return 0
+	}
+	return 2
 }
 
 // Config chooses among Algorithms for each call. The zero value chooses
@@ -83,7 +104,7 @@ func (c Config) Choose(bytes int64, n int) (Algorithm, float64) {
 		if e := c.Table.entry(c.Transport, n, a.Name); e != nil && len(e.Fits) > 0 {
 			f = fitFor(e.Fits, bytes)
 		}
-		us := a.predict(f, n, bytes)
+		us := a.at(bytes, f).predict(f, n, bytes)
 		if i == 0 || us < bestUS {
 			best, bestUS = i, us
 		}

@@ -108,3 +108,27 @@ func TestRunRejectsUnknownCandidate(t *testing.T) {
 		t.Fatalf("Run of a candidate: %v", err)
 	}
 }
+
+// Without a tuning file the built-in model follows what was measured on
+// loopback TCP (issue 16's table): halving-doubling's recursive doubling,
+// one exchange per doubling round, beats ring for small buffers at 2 and 4
+// ranks (2x at 2 ranks, where their step counts used to tie and ring won);
+// ring, moving the least data, stays the choice for large buffers at 3
+// ranks, where halving-doubling first sends whole buffers to a partner.
+func TestBuiltinChoices(t *testing.T) {
+	for _, tc := range []struct {
+		n     int
+		bytes int64
+		want  string
+	}{
+		{2, 8, "halvingdoubling"},
+		{2, 16 << 10, "halvingdoubling"},
+		{4, 8, "halvingdoubling"},
+		{4, 16 << 10, "halvingdoubling"},
+		{3, 64 << 20, "ring"},
+	} {
+		if got, _ := (adaptive.Config{}).Choose(tc.bytes, tc.n); got.Name != tc.want {
+			t.Errorf("%d ranks, %d bytes: built-in model chose %s, want %s", tc.n, tc.bytes, got.Name, tc.want)
+		}
+	}
+}

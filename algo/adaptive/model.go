@@ -102,7 +102,7 @@ func FitSamples(shape Shape, ranks int, samples []Sample) []Fit {
 		return nil
 	}
 	if len(s) == 1 {
-		return []Fit{shape.terms(ranks, s[0].TimeUS, 0)}
+		return []Fit{shape.at(s[0].Bytes, Fit{}).terms(ranks, s[0].TimeUS, 0)}
 	}
 	fits := make([]Fit, 0, len(s)-1)
 	for i := 0; i+1 < len(s); i++ {
@@ -114,7 +114,7 @@ func FitSamples(shape Shape, ranks int, samples []Sample) []Fit {
 		if a < 0 { // noise: no negative latency; refit through the origin
 			a, b = 0, weightedSlope(x, y, w)
 		}
-		f := shape.terms(ranks, a, b)
+		f := shape.at(s[i].Bytes, Fit{}).terms(ranks, a, b)
 		f.MinBytes, f.MaxBytes = s[i].Bytes, s[i+1].Bytes
 		if i == 0 {
 			f.MinBytes = 0
@@ -156,6 +156,23 @@ func (sh Shape) terms(n int, a, b float64) Fit {
 type Shape struct {
 	Steps  func(n int) float64 // latency steps of one all-reduce
 	Factor func(n int) float64 // bytes each rank sends per byte of buffer
+	// Small, when set, is the shape of calls of at most SmallBytes: an
+	// algorithm that runs another method for small buffers.
+	Small      *Shape
+	SmallBytes int64
+}
+
+// at is the shape of a call of bytes. A fitted band is modelled with the
+// shape it was fitted with, that of its smallest size, so that the model
+// reproduces its measured end points.
+func (sh Shape) at(bytes int64, f Fit) Shape {
+	if f.MaxBytes > 0 || f.MinBytes > 0 {
+		bytes = f.MinBytes
+	}
+	if sh.Small != nil && bytes <= sh.SmallBytes {
+		return *sh.Small
+	}
+	return sh
 }
 
 // predict returns the modelled microseconds of an all-reduce of bytes.

@@ -15,7 +15,6 @@ import (
 	"github.com/collkit/collkit/algo/adaptive"
 	"github.com/collkit/collkit/bench"
 	"github.com/collkit/collkit/reduce"
-	"github.com/collkit/collkit/transport/tcp"
 )
 
 // rawFlags are flag values parseFlags reads as text and interprets.
@@ -77,7 +76,8 @@ func defineFlags(fs *pflag.FlagSet, o *options, c *compatFlags, raw *rawFlags) {
 	fs.StringVarP(&raw.op, "op", "o", "sum", "reduction, a comma-separated list, or all: sum, prod, min, max, avg")
 	fs.Uint64Var(&o.bench.Seed, "seed", 1, "seed of the checked inputs")
 	fs.IntVar(&o.streams, "streams", 1, "TCP connections per peer")
-	fs.DurationVar(&o.spinWait, "spin-wait", tcp.DefaultSpinWait, "poll a TCP socket this long, yielding the core between polls, before sleeping (0 disables)")
+	o.spinWait = autoSpin
+	fs.Var(spinFlag{&o.spinWait}, "spin-wait", "how long a TCP receive polls, yielding the core between polls, before sleeping: auto (learned per peer from its recent waits) or a duration (0 disables)")
 	fs.StringVar(&o.bind, "bind", "core", "bind each local rank to one core, as mpirun --bind-to core (left alone when a launcher already bound it), or none")
 	fs.IntVar(&o.nodes, "nodes", 0, "split the ranks into this many simulated nodes for --algo hierarchical (default: group by host name or $COLLKIT_NODE)")
 	fs.StringVarP(&o.jsonPath, "json", "J", "", "write the results as JSON to this file (rank 0; schema in bench/SCHEMA.md; nccl-tests' -J writes its own layout)")
@@ -202,8 +202,6 @@ func interpret(fs *pflag.FlagSet, o options, c compatFlags, raw rawFlags) (optio
 		return o, fmt.Errorf("--nodes %d: must be between 1 and the number of ranks", o.nodes)
 	case o.streams < 1:
 		return o, fmt.Errorf("--streams %d: must be at least 1", o.streams)
-	case o.spinWait < 0:
-		return o, fmt.Errorf("--spin-wait %v: must not be negative", o.spinWait)
 	case o.rounds < 1:
 		return o, fmt.Errorf("--rounds %d: must be at least 1", o.rounds)
 	case o.bind != "core" && o.bind != "none":

@@ -183,9 +183,41 @@ func launchLocal(ctx context.Context, opts options, args []string, stderr io.Wri
 	return 0
 }
 
-// spinWait maps the flag (0 disables) to collkit.Options (negative disables).
+// autoSpin is --spin-wait auto: the transport learns the budget per peer.
+const autoSpin time.Duration = -1
+
+// spinFlag is --spin-wait: auto, or a duration (0 disables polling).
+type spinFlag struct{ d *time.Duration }
+
+func (f spinFlag) String() string {
+	if f.d == nil || *f.d == autoSpin {
+		return "auto"
+	}
+	return f.d.String()
+}
+
+func (f spinFlag) Type() string { return "auto|duration" }
+
+func (f spinFlag) Set(v string) error {
+	if v == "auto" {
+		*f.d = autoSpin
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return fmt.Errorf("want auto or a duration of at least 0 (0 disables polling), such as 200us")
+	}
+	*f.d = d
+	return nil
+}
+
+// spinWait maps the flag (auto, or a duration where 0 disables) to
+// collkit.Options (0 learns, negative disables).
 func spinWait(d time.Duration) time.Duration {
-	if d == 0 {
+	switch d {
+	case autoSpin:
+		return 0
+	case 0:
 		return -1
 	}
 	return d

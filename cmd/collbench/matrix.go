@@ -170,7 +170,7 @@ func shortLabels(reports []bench.Report, labels []string) []string {
 func transportSettings(opts options) map[string]string {
 	return map[string]string{
 		"streams":   fmt.Sprint(opts.streams),
-		"spin_wait": opts.spinWait.String(),
+		"spin_wait": spinFlag{&opts.spinWait}.String(),
 		"bind":      opts.bind,
 	}
 }

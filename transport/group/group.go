@@ -130,6 +130,18 @@ func (g *Transport) Recv(ctx context.Context, peer int, h transport.Header, p []
 	return nil
 }
 
+// Peek shows the next message from group rank peer through the parent, when
+// the parent is a transport.Peeker, with the group's mark on Comm undone.
+func (g *Transport) Peek(peer int) (transport.Header, bool) {
+	pk, ok := g.parent.(transport.Peeker)
+	if !ok || peer < 0 || peer >= len(g.ranks) {
+		return transport.Header{}, false
+	}
+	h, ok := pk.Peek(g.ranks[peer])
+	h.Comm ^= g.comm
+	return h, ok
+}
+
 // Close fails this rank's pending and later group calls with an error
 // wrapping transport.ErrClosed. It does not close the parent. Close a group
 // when done with it: that also releases the hold it keeps on the context of

@@ -536,3 +536,20 @@ func (t *Transport) Ping(ctx context.Context, peer int) ([]transport.Wait, error
 		return nil, t.fail("ping", peer, t.closedErr())
 	}
 }
+
+var _ transport.Peeker = (*Transport)(nil)
+
+// Peek shows the header of the next message queued from peer
+// (transport.Peeker).
+func (t *Transport) Peek(peer int) (transport.Header, bool) {
+	if peer < 0 || peer >= t.Size() || peer == t.rank {
+		return transport.Header{}, false
+	}
+	l := t.net.link(peer, t.rank)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.head < len(l.q) {
+		return l.q[l.head].h, true
+	}
+	return transport.Header{}, false
+}

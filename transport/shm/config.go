@@ -40,7 +40,9 @@ type Config struct {
 	Spin int
 	// Yield is how long a waiting rank keeps polling between sched_yield
 	// calls after spinning, before it sleeps on a futex in the segment. Zero
-	// means DefaultYield; negative means none.
+	// learns it per link (and for the native all-reduce's barriers) from
+	// how long the recent waits there took (internal/spin: twice the
+	// typical wait, 20 us to 2 ms); positive fixes it; negative means none.
 	Yield time.Duration
 	// LivenessInterval is how often a sleeping rank checks that the process
 	// it waits for is still alive (kill(pid, 0)), to turn a crashed peer
@@ -55,7 +57,6 @@ const (
 	DefaultNativeBytes      = 8 << 20
 	DefaultSpin             = 5000
 	OversubscribedSpin      = 10
-	DefaultYield            = 50 * time.Microsecond
 	DefaultLivenessInterval = 100 * time.Millisecond
 	DefaultDir              = "/dev/shm"
 	DefaultPrefix           = "shm"
@@ -111,12 +112,6 @@ func (c Config) withDefaults() (Config, error) {
 		c.Spin = OversubscribedSpin
 	case c.Spin < 0:
 		c.Spin = 0
-	}
-	switch {
-	case c.Yield == 0:
-		c.Yield = DefaultYield
-	case c.Yield < 0:
-		c.Yield = 0
 	}
 	if c.LivenessInterval == 0 {
 		c.LivenessInterval = DefaultLivenessInterval

@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/collkit/collkit/bootstrap"
+	"github.com/collkit/collkit/internal/spin"
 	"golang.org/x/sys/unix"
 )
 
@@ -68,6 +69,7 @@ func (t *Transport) Connect(ctx context.Context, store bootstrap.Store) (err err
 		return fmt.Errorf("shm: rank %d connect: transport closed", t.cfg.Rank)
 	}
 	t.segs, t.name = segs, name
+	t.native.wait = spin.Fixed(t.cfg.Yield)
 	t.peers = make([]*peer, t.cfg.Size)
 	own := segs[t.cfg.Rank]
 	for r, s := range segs {
@@ -80,6 +82,8 @@ func (t *Transport) Connect(ctx context.Context, store bootstrap.Store) (err err
 			checkPid: alive(pid), // invisible from here: another pid namespace
 			in:       newRing(own, t.lay, r),
 			out:      newRing(s, t.lay, t.cfg.Rank),
+			inWait:   spin.Fixed(t.cfg.Yield),
+			outWait:  spin.Fixed(t.cfg.Yield),
 		}
 	}
 	t.connected.Store(true)

@@ -10,16 +10,18 @@ import (
 	"sync"
 
 	"github.com/collkit/collkit/algo/pipeline"
+	"github.com/collkit/collkit/internal/spin"
 	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
 )
 
 // native is the state of the native all-reduce.
 type native struct {
-	mu       sync.Mutex // one at a time
-	chunks   uint64     // chunks done by every call so far: which half is next
-	barriers uint64     // barriers passed by every call so far: the epoch
-	err      error      // sticky: the barrier counters are out of step
+	mu       sync.Mutex  // one at a time
+	chunks   uint64      // chunks done by every call so far: which half is next
+	barriers uint64      // barriers passed by every call so far: the epoch
+	err      error       // sticky: the barrier counters are out of step
+	wait     spin.Budget // how long a barrier polls before sleeping
 }
 
 // SmallNativeBytes is the largest buffer the native all-reduce reduces in
@@ -237,7 +239,7 @@ func (t *Transport) barrier(ctx context.Context, off int) error {
 		}
 		return nil
 	}
-	if err := t.await(ctx, own.u32(offBwait), ready, failed); err != nil {
+	if err := t.await(ctx, own.u32(offBwait), &t.native.wait, ready, failed); err != nil {
 		if errors.Is(err, errClosed) {
 			err = transport.ErrClosed
 		}

@@ -69,7 +69,7 @@ func (t *Transport) write(ctx context.Context, pr *peer, hb, p []byte) (moved bo
 		if free == 0 {
 			tail = r.tail.Load()
 			if free = r.size - (head - tail); free == 0 {
-				err := t.await(ctx, r.pwait,
+				err := t.await(ctx, r.pwait, &pr.outWait,
 					func() bool { return r.tail.Load() != tail },
 					func(live bool) error { return pr.gone(live) })
 				if err != nil {
@@ -114,7 +114,7 @@ func (t *Transport) read(ctx context.Context, pr *peer, want transport.Header, p
 	head := r.head.Load()
 	gone := func(live bool) error { return pr.gone(live) }
 	if head-tail < transport.HeaderSize {
-		err := t.await(ctx, r.cwait, func() bool {
+		err := t.await(ctx, r.cwait, &pr.inWait, func() bool {
 			head = r.head.Load()
 			return head-tail >= transport.HeaderSize
 		}, gone)
@@ -141,7 +141,7 @@ func (t *Transport) read(ctx context.Context, pr *peer, want transport.Header, p
 		if avail == 0 {
 			r.tail.Store(tail)
 			wake(r.pwait)
-			err := t.await(ctx, r.cwait, func() bool {
+			err := t.await(ctx, r.cwait, &pr.inWait, func() bool {
 				head = r.head.Load()
 				return head != tail
 			}, gone)

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/collkit/collkit/internal/spin"
 	"github.com/collkit/collkit/transport"
 )
 
@@ -56,10 +57,14 @@ type peer struct {
 	// (another pid namespace), so liveness rests on its closed flag.
 	checkPid bool
 	in, out  ring // in: peer -> this rank, in this rank's segment; out: in the peer's
+	// How long waits for the peer's data (in) and for room in its ring
+	// (out) poll before sleeping.
+	inWait, outWait spin.Budget
 
-	broken atomic.Bool
-	errMu  sync.Mutex
-	err    error
+	broken  atomic.Bool
+	reading atomic.Bool // a Recv is reading in: Peek keeps out
+	errMu   sync.Mutex
+	err     error
 }
 
 // New checks cfg and returns an unconnected Transport. It does no I/O.
@@ -262,8 +267,32 @@ func (t *Transport) Recv(ctx context.Context, peer int, h transport.Header, p []
 			"message of %d bytes is larger than a header can describe (4 GiB); split it", len(p))}
 	}
 	h.Len = uint32(len(p))
-	if moved, err := t.read(ctx, pr, h, p); err != nil {
+	pr.reading.Store(true)
+	moved, err := t.read(ctx, pr, h, p)
+	pr.reading.Store(false)
+	if err != nil {
 		return t.failed(ctx, pr, "recv", moved, err)
 	}
 	return nil
+}
+
+var _ transport.Peeker = (*Transport)(nil)
+
+// Peek shows the header of the next message in peer's ring when it has
+// arrived whole and no Recv from peer is reading (transport.Peeker).
+func (t *Transport) Peek(peer int) (transport.Header, bool) {
+	pr, err := t.acquire("peek", peer)
+	if err != nil {
+		return transport.Header{}, false
+	}
+	defer t.mu.RUnlock()
+	r := &pr.in
+	tail := r.tail.Load()
+	if pr.reading.Load() || r.head.Load()-tail < transport.HeaderSize {
+		return transport.Header{}, false
+	}
+	var hb [transport.HeaderSize]byte
+	r.get(tail, hb[:])
+	h, err := transport.Decode(hb[:])
+	return h, err == nil
 }

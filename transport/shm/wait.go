@@ -10,6 +10,9 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/collkit/collkit/internal/spin"
+	"github.com/collkit/collkit/transport"
 )
 
 // Futex operations. The words live in MAP_SHARED memory of several
@@ -48,19 +51,21 @@ func forceWake(w *atomic.Uint32) {
 func schedYield() { unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
 // await waits until ready reports true: it polls cfg.Spin times, then polls
-// with sched_yield for cfg.Yield, then sleeps on the futex word w, which
-// the other side clears and wakes (see wake) after every change that can
-// make ready true. failed reports why waiting is pointless (this transport
-// or a peer closed, a peer died); it is called after a last look at ready,
-// so data a peer sent before it closed is still taken.
-func (t *Transport) await(ctx context.Context, w *atomic.Uint32, ready func() bool, failed func(live bool) error) error {
+// with sched_yield for as long as b allows (see Config.Yield), then sleeps on
+// the futex word w, which the other side clears and wakes (see wake) after
+// every change that can make ready true. failed reports why waiting is
+// pointless (this transport or a peer closed, a peer died); it is called
+// after a last look at ready, so data a peer sent before it closed is still
+// taken. How long the wait took teaches b.
+func (t *Transport) await(ctx context.Context, w *atomic.Uint32, b *spin.Budget, ready func() bool, failed func(live bool) error) error {
 	for range t.cfg.Spin {
 		if ready() {
 			return nil
 		}
 	}
-	if t.cfg.Yield > 0 {
-		start := time.Now()
+	start := time.Now()
+	defer func() { b.Observe(time.Since(start)) }()
+	if yield := b.Next(); yield > 0 {
 		for i := 0; ; i++ {
 			if ready() {
 				return nil
@@ -71,7 +76,7 @@ func (t *Transport) await(ctx context.Context, w *atomic.Uint32, ready func() bo
 				}
 				return err
 			}
-			if i&7 == 7 && time.Since(start) > t.cfg.Yield {
+			if i&7 == 7 && time.Since(start) > yield {
 				break
 			}
 			// sched_yield lets other processes have this core: with
@@ -120,5 +125,23 @@ func (t *Transport) stopErr(ctx context.Context, failed func(live bool) error, l
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return failed(live)
+	if err := failed(live); err != nil {
+		return err
+	}
+	return t.aborted()
+}
+
+// aborted is the abort notice of any peer that gave up (Abort), whichever
+// peer this rank waits on: a communicator that failed on one rank is over
+// on all of them, and the ranks that wait on others learn it here rather
+// than at their timeout.
+func (t *Transport) aborted() error {
+	for _, pr := range t.peers {
+		if pr != nil && pr.seg.closed() {
+			if reason, ok := pr.seg.abortReason(); ok {
+				return &transport.AbortError{Rank: pr.rank, Reason: reason}
+			}
+		}
+	}
+	return nil
 }

@@ -44,18 +44,16 @@ type Config struct {
 	// SpinWait is how long a receive polls the socket for its message
 	// before parking the goroutine, trading CPU for latency as MPI's
 	// progress engines do. Between polls it yields the core, so ranks that
-	// outnumber the cores still make progress. Zero means DefaultSpinWait;
-	// negative disables polling.
+	// outnumber the cores still make progress. Zero learns it per peer from
+	// how long that peer's recent messages took to arrive (internal/spin:
+	// twice the typical wait, 20 us to 2 ms); positive fixes it; negative
+	// disables polling.
 	SpinWait time.Duration
 }
 
 // Defaults and limits of Config.
 const (
-	DefaultSocketBuffer = 4 << 20
-	// DefaultSpinWait: measured with 4 ranks on 2 cores over loopback, an
-	// 8-byte all-reduce took 43 us without polling and 26 us with 50 us of
-	// polling (Open MPI, which polls too: 25 us); 200 us was no better.
-	DefaultSpinWait       = 50 * time.Microsecond
+	DefaultSocketBuffer   = 4 << 20
 	DefaultConnectTimeout = 30 * time.Second
 	MaxStreams            = 64
 	// MinPiece is the smallest piece a payload is cut into for several
@@ -98,12 +96,6 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.SocketBuffer == 0 {
 		c.SocketBuffer = DefaultSocketBuffer
-	}
-	switch {
-	case c.SpinWait == 0:
-		c.SpinWait = DefaultSpinWait
-	case c.SpinWait < 0:
-		c.SpinWait = 0
 	}
 	if c.ConnectTimeout == 0 {
 		c.ConnectTimeout = DefaultConnectTimeout

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/collkit/collkit/bootstrap"
+	"github.com/collkit/collkit/internal/spin"
 	"github.com/collkit/collkit/transport"
 )
 
@@ -244,7 +245,7 @@ func (t *Transport) connect(ctx context.Context, store bootstrap.Store, peers []
 				pr := &peer{t: t, rank: r, addr: string(addrs[r]), streams: make([]*stream, cfg.Streams)}
 				for s, c := range m.conns[r] {
 					pr.streams[s] = newStream(c)
-					pr.streams[s].spin = t.cfg.SpinWait
+					pr.streams[s].budget = spin.Fixed(t.cfg.SpinWait)
 					pr.streams[s].known = &pr.notice
 				}
 				peers[r] = pr

@@ -326,3 +326,35 @@ func (pr *peer) breakOff(err error) {
 	}
 	pr.closeConns()
 }
+
+var _ transport.Peeker = (*Transport)(nil)
+
+// Peek shows the header of the next message from peer when its first bytes
+// have arrived and no Recv from peer is in progress (transport.Peeker). It
+// looks at the socket without consuming anything, so never over TLS, whose
+// records cannot be read that way.
+func (t *Transport) Peek(peer int) (transport.Header, bool) {
+	if !t.connected.Load() || t.closed.Load() || peer < 0 || peer >= len(t.peers) || peer == t.cfg.Rank {
+		return transport.Header{}, false
+	}
+	pr := t.peers[peer]
+	if pr == nil || pr.broken.Load() || pr.recvWait.since.Load() != 0 {
+		return transport.Header{}, false
+	}
+	s := pr.streams[0]
+	if !s.plain || s.raw == nil {
+		return transport.Header{}, false
+	}
+	var b [transport.HeaderSize]byte
+	var h transport.Header
+	ok := false
+	s.raw.Control(func(fd uintptr) {
+		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		if err == nil && n == len(b) {
+			var derr error
+			h, derr = transport.Decode(b[:])
+			ok = derr == nil
+		}
+	})
+	return h, ok
+}

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/collkit/collkit/internal/spin"
 	"github.com/collkit/collkit/transport"
 )
 
@@ -85,7 +86,7 @@ type stream struct {
 
 	// Receive side.
 	raw       syscall.RawConn
-	spin      time.Duration    // how long poll spins before a read may park
+	budget    spin.Budget      // how long poll polls before a read may park
 	peekFn    func(fd uintptr) // sets ready; made once so polling does not allocate
 	ready     bool
 	probe     []byte // what peekFn reads into: one byte, or rbuf's start (see poll)
@@ -104,7 +105,8 @@ type stream struct {
 	noticeHdr transport.Header        // its header
 }
 
-// poll waits for the next message by polling the socket for up to s.spin,
+// poll waits for the next message by polling the socket for up to the
+// budget's Next,
 // the way MPI's progress engines do, before the read that follows parks the
 // goroutine: waking a parked goroutine (and an idle CPU) costs more than a
 // small message takes to cross loopback.
@@ -114,14 +116,15 @@ type stream struct {
 // rbuf rather than peeking at them, saving a system call per message; s.pre
 // records how many. Otherwise it only peeks.
 func (s *stream) poll(want int) {
-	if s.spin <= 0 || s.raw == nil {
+	budget := s.budget.Next()
+	if budget <= 0 || s.raw == nil {
 		return
 	}
 	s.probe = s.rbuf[:1]
 	if s.plain && want <= len(s.rbuf) {
 		s.probe = s.rbuf[:want]
 	}
-	deadline := time.Now().Add(s.spin)
+	deadline := time.Now().Add(budget)
 	for {
 		s.ready = false
 		s.raw.Control(s.peekFn)
@@ -288,7 +291,9 @@ func (s *stream) writeNow(ctx context.Context, b []byte) int {
 // header did not match (err is then a *transport.MismatchError).
 func (s *stream) recv(ctx context.Context, peer int, want transport.Header, p []byte) (int, error) {
 	if len(p) <= pollMax {
+		start := time.Now()
 		s.poll(transport.HeaderSize + len(p))
+		defer func() { s.budget.Observe(time.Since(start)) }()
 	}
 	var n int
 	var err error

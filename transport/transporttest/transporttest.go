@@ -50,6 +50,7 @@ func Run(t *testing.T, newWorld World) {
 		{"PeerClose", s.peerClose},
 		{"CloseTwice", s.closeTwice},
 		{"Ping", s.ping},
+		{"Peek", s.peek},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, tc.test)
@@ -501,6 +502,53 @@ func (s suite) closeTwice(t *testing.T) {
 // ping checks a transport.Pinger: a live peer blocked in a Recv answers
 // with that wait, in progress and then failed; a closed peer is gone,
 // which is not the same as not answering.
+// peek: a message that arrived shows its header, whole, without being
+// consumed; nothing shows before it arrives or after it was received.
+func (s suite) peek(t *testing.T) {
+	ts := s.world(t, 3)
+	pk, ok := ts[1].(transport.Peeker)
+	if !ok {
+		t.Skip("not a transport.Peeker")
+	}
+	if h, ok := pk.Peek(0); ok {
+		t.Fatalf("Peek(0) before any Send: %v", h)
+	}
+	for _, bad := range []int{-1, 1, 3} {
+		if h, ok := pk.Peek(bad); ok {
+			t.Errorf("Peek(%d), not a peer: %v", bad, h)
+		}
+	}
+	h := header(9, transport.CollAllGather, 2)
+	payload := []byte("peeked, not taken")
+	if err := within(t, shortWait, "Send", func() error { return ts[0].Send(withTimeout(t, shortWait), 1, h, payload) }); err != nil {
+		t.Fatal(err)
+	}
+	want := h
+	want.Len = uint32(len(payload))
+	var got transport.Header
+	for deadline := time.Now().Add(shortWait); ; time.Sleep(time.Millisecond) {
+		if got, ok = pk.Peek(0); ok || time.Now().After(deadline) {
+			break
+		}
+	}
+	if !ok || got != want {
+		t.Fatalf("Peek(0) after a Send: %v, %v; want %v", got, ok, want)
+	}
+	if h, ok := pk.Peek(2); ok {
+		t.Errorf("Peek(2), which sent nothing: %v", h)
+	}
+	buf := make([]byte, len(payload))
+	if err := within(t, shortWait, "Recv", func() error { return ts[1].Recv(withTimeout(t, shortWait), 0, h, buf) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := diff(buf, payload); err != nil {
+		t.Fatalf("the message received after Peek: %v", err)
+	}
+	if h, ok := pk.Peek(0); ok {
+		t.Errorf("Peek(0) after the Recv took the message: %v", h)
+	}
+}
+
 func (s suite) ping(t *testing.T) {
 	ts := s.world(t, 3)
 	p, ok := ts[0].(transport.Pinger)

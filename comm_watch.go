@@ -1,0 +1,191 @@
+package collkit
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/collkit/collkit/transport"
+)
+
+// WatchPeriod is how often a collective that is still running looks at
+// the messages its peers sent and nobody reads yet (transport.Peeker). A
+// peer that called a different collective with the same sequence number
+// sends messages this rank's collective never takes: when one is found,
+// the call fails at once with a *transport.MismatchError naming that peer,
+// and its abort notice fails every other rank at the same call. Most
+// mismatches show up in the first message a rank receives; this finds the
+// rest (a tree all-reduce against another collective, say) within two
+// periods rather than at the timeout.
+//
+// Where no such message was sent (each side waits to receive first), a
+// collective still running after AskAfter asks every peer what it waits on
+// (transport.Pinger, the stall report's probe), and again every
+// 2*AskAfter: a peer waiting in another call with the same number is a
+// mismatch too.
+const (
+	WatchPeriod = 250 * time.Millisecond
+	AskAfter    = time.Second
+)
+
+// callWatch runs the check of WatchPeriod with one timer per communicator,
+// armed while collectives run. A collective pays a few atomic stores.
+type callWatch struct {
+	c     atomic.Pointer[Comm] // set with the timer, read on its goroutine
+	timer atomic.Pointer[time.Timer]
+	armed atomic.Bool
+	// live is 1 + the sequence number of the collective in progress, 0
+	// between collectives and while hdr is rewritten (a sequence lock).
+	live atomic.Uint64
+	hdr  [transport.HeaderSize / 8]atomic.Uint64 // its header, encoded
+	// The timer's goroutine only: live at the last tick, and for how many
+	// ticks in a row the same collective was seen.
+	seen  uint64
+	ticks int
+}
+
+// begin records the collective h, which starts on the caller's goroutine
+// (holding c.mu), and arms the timer if it is not.
+func (w *callWatch) begin(c *Comm, h transport.Header) {
+	if h.Coll == transport.CollNone || h.Coll == transport.CollSendRecv {
+		return // point-to-point numbers its messages per peer
+	}
+	w.live.Store(0)
+	var b [transport.HeaderSize]byte
+	h.Encode(b[:])
+	for i := range w.hdr {
+		w.hdr[i].Store(binary.LittleEndian.Uint64(b[8*i:]))
+	}
+	w.live.Store(h.Seq + 1)
+	if w.armed.Load() || !w.armed.CompareAndSwap(false, true) {
+		return
+	}
+	if t := w.timer.Load(); t != nil {
+		t.Reset(WatchPeriod)
+		return
+	}
+	w.c.Store(c)
+	w.timer.Store(time.AfterFunc(WatchPeriod, w.tick))
+}
+
+// end marks that no collective is in progress.
+func (w *callWatch) end() { w.live.Store(0) }
+
+// tick runs on the timer's goroutine: it checks a collective seen running
+// at the last tick too, and re-arms the timer while collectives run.
+func (w *callWatch) tick() {
+	live := w.live.Load()
+	if live == 0 {
+		w.armed.Store(false)
+		// A collective that began after the Load found the timer armed.
+		if w.live.Load() == 0 || !w.armed.CompareAndSwap(false, true) {
+			return
+		}
+	} else if live == w.seen {
+		w.ticks++
+		w.check(live, w.ticks)
+	} else {
+		w.ticks = 0
+	}
+	w.seen = live
+	w.timer.Load().Reset(WatchPeriod)
+}
+
+// check looks at what every peer sent and this rank has not read, and
+// after AskAfter asks the peers what they wait on. A message or a wait of
+// the same call number that belongs to another call interrupts the
+// collective.
+func (w *callWatch) check(live uint64, ticks int) {
+	var b [transport.HeaderSize]byte
+	for i := range w.hdr {
+		binary.LittleEndian.PutUint64(b[8*i:], w.hdr[i].Load())
+	}
+	want, err := transport.Decode(b[:])
+	if err != nil || w.live.Load() != live {
+		return // the collective ended while its header was read
+	}
+	c := w.c.Load()
+	for _, t := range []transport.Transport{c.t, c.intra} {
+		pk, ok := t.(transport.Peeker)
+		if !ok {
+			continue
+		}
+		for peer := range t.Size() {
+			if peer == t.Rank() {
+				continue
+			}
+			if got, ok := pk.Peek(peer); ok && !transport.SameCall(want, got) {
+				if w.live.Load() != live {
+					return
+				}
+				w.interrupt(live, mismatchOf(peer, want, got))
+				return
+			}
+		}
+	}
+	const every = int(AskAfter / WatchPeriod)
+	if ticks >= every && ticks%(2*every) == every {
+		if err := w.ask(want); err != nil {
+			w.interrupt(live, err)
+		}
+	}
+}
+
+// interrupt fails the collective live, if it still runs, with err.
+func (w *callWatch) interrupt(live uint64, err error) {
+	if w.live.Load() != live {
+		return
+	}
+	if cancel := w.c.Load().eng.cancel.Load(); cancel != nil {
+		(*cancel)(err)
+	}
+}
+
+func mismatchOf(peer int, want, got transport.Header) *transport.MismatchError {
+	want.Algo, want.Step, want.Len = got.Algo, got.Step, got.Len // per message, not per call
+	return &transport.MismatchError{Peer: peer, Want: want, Got: got}
+}
+
+// ask pings every peer (at most maxPings at once, each for ProbeWindow) and
+// returns a mismatch for the first found waiting in another call with
+// want's number.
+func (w *callWatch) ask(want transport.Header) error {
+	t := w.c.Load().t
+	p, ok := t.(transport.Pinger)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ProbeWindow)
+	defer cancel()
+	found := make(chan error, t.Size())
+	slots := make(chan struct{}, maxPings)
+	for r := range t.Size() {
+		if r == t.Rank() {
+			continue
+		}
+		go func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			ws, err := p.Ping(ctx, r)
+			if err == nil {
+				for _, wt := range ws {
+					if !wt.Failed && !transport.SameCall(want, wt.Header) {
+						found <- fmt.Errorf("rank %d is waiting in %s #%d, a different call with this call's number: %w",
+							r, wt.Header.Coll, wt.Header.Seq, mismatchOf(r, want, wt.Header))
+						return
+					}
+				}
+			}
+			found <- nil
+		}()
+	}
+	var first error
+	for range t.Size() - 1 {
+		if err := <-found; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}

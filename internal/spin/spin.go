@@ -1,0 +1,74 @@
+// Package spin decides how long a receiver polls for its next message
+// before it sleeps, from how long its recent waits took.
+//
+// Polling (with sched_yield between polls, so that a rank this one waits
+// for can have the core when ranks outnumber cores) saves the wake-up a
+// sleeping receiver pays: tens of microseconds, more than a small message
+// takes to cross loopback or shared memory. Polling for a message that is
+// far away only burns a core. No constant is right for both: with 4 ranks
+// on 2 cores a peer's answer takes longer than with 2, and a large
+// message's longer still. A Budget learns the typical wait of one link and
+// polls for twice that, within [Min, Max]; waits longer than Max, as when
+// the peer computes between collectives, make it poll only Min before
+// sleeping.
+package spin
+
+import "time"
+
+// Bounds of a learned budget.
+const (
+	// First is the budget before any wait was seen.
+	First = 50 * time.Microsecond
+	// Min is the budget when the waits are long: a short poll still
+	// catches a message that arrives just after the call.
+	Min = 20 * time.Microsecond
+	// Max is the longest a receiver polls: beyond a scheduler's time
+	// slice or so, the peer is not about to answer.
+	Max = 2 * time.Millisecond
+	// outlier caps what one wait adds to the average, so that a peer
+	// that computed for a second between two collectives does not make
+	// the next hundred waits sleep.
+	outlier = 2 * Max
+)
+
+// Budget is one link's polling budget. One goroutine at a time uses it
+// (the link's receiver); the zero value learns.
+type Budget struct {
+	fixed time.Duration // > 0: always this; < 0: never poll; 0: learn
+	avg   time.Duration // moving average of waits; 0 before the first
+}
+
+// Fixed returns a Budget that always polls for d, or never when d < 0.
+// Fixed(0) learns, like the zero Budget.
+func Fixed(d time.Duration) Budget { return Budget{fixed: d} }
+
+// Next is how long the next wait may poll before it sleeps.
+func (b *Budget) Next() time.Duration {
+	switch {
+	case b.fixed != 0:
+		return max(b.fixed, 0)
+	case b.avg == 0:
+		return First
+	case b.avg > Max:
+		return Min
+	}
+	return min(max(2*b.avg, Min), Max)
+}
+
+// Observe records how long a wait took, from its start to the message's
+// arrival, whether it polled or slept.
+func (b *Budget) Observe(waited time.Duration) {
+	if b.fixed != 0 {
+		return
+	}
+	waited = min(max(waited, 1), outlier)
+	if b.avg == 0 {
+		b.avg = waited
+		return
+	}
+	b.avg += (waited - b.avg) / 8
+}
+
+// Average is the moving average of the waits observed, for tests and
+// reports.
+func (b *Budget) Average() time.Duration { return b.avg }

@@ -1,0 +1,67 @@
+package spin
+
+import (
+	"testing"
+	"time"
+)
+
+func TestBudget(t *testing.T) {
+	var b Budget
+	if got := b.Next(); got != First {
+		t.Fatalf("before any wait: %v, want First (%v)", got, First)
+	}
+	for range 50 {
+		b.Observe(30 * time.Microsecond)
+	}
+	if got := b.Next(); got < 59*time.Microsecond || got > 61*time.Microsecond {
+		t.Errorf("after waits of 30 us: %v, want about twice that", got)
+	}
+	// One long wait (a peer computing between collectives) does not stop
+	// the polling that the typical wait pays for.
+	b.Observe(time.Second)
+	if got := b.Next(); got <= Min || got > Max {
+		t.Errorf("after one 1 s wait among 30 us ones: %v, want between Min and Max", got)
+	}
+	// Waits that stay long: poll only Min.
+	for range 50 {
+		b.Observe(10 * time.Millisecond)
+	}
+	if got := b.Next(); got != Min {
+		t.Errorf("after waits of 10 ms: %v, want Min (%v)", got, Min)
+	}
+	// Short again: it learns back.
+	for range 100 {
+		b.Observe(5 * time.Microsecond)
+	}
+	if got := b.Next(); got != Min {
+		t.Errorf("after waits of 5 us: %v, want Min (%v), the floor", got, Min)
+	}
+	for range 50 {
+		b.Observe(400 * time.Microsecond)
+	}
+	if got := b.Next(); got < 790*time.Microsecond || got > 810*time.Microsecond {
+		t.Errorf("after waits of 400 us: %v, want about 800 us", got)
+	}
+	for range 50 {
+		b.Observe(1500 * time.Microsecond)
+	}
+	if got := b.Next(); got != Max {
+		t.Errorf("after waits of 1.5 ms: %v, want Max (%v)", got, Max)
+	}
+}
+
+func TestFixed(t *testing.T) {
+	b := Fixed(200 * time.Microsecond)
+	b.Observe(time.Second)
+	if got := b.Next(); got != 200*time.Microsecond {
+		t.Errorf("Fixed(200us) after a long wait: %v", got)
+	}
+	never := Fixed(-1)
+	if got := never.Next(); got != 0 {
+		t.Errorf("Fixed(-1): %v, want 0 (no polling)", got)
+	}
+	learn := Fixed(0)
+	if got := learn.Next(); got != First {
+		t.Errorf("Fixed(0): %v, want First: it learns", got)
+	}
+}
