@@ -15,6 +15,10 @@ import (
 type Config struct {
 	MinBytes, MaxBytes int64 // sizes swept, in bytes
 	StepFactor         int64 // each size is the last times this; zero means 2
+	// StepBytes, when positive, makes the sweep additive instead: each
+	// size is the last plus StepBytes (nccl-tests -i). StepFactor is then
+	// unused.
+	StepBytes int64
 	// Iters is the number of timed iterations per size. Zero means
 	// adaptive when MinTime is positive (see MinTime), else 20.
 	Iters int
@@ -42,16 +46,95 @@ type Config struct {
 	// Times and bandwidths are then for the whole group.
 	Group    int
 	NoFusion bool
+	// PerOperation, with Group above 1, reports times per all-reduce of the
+	// group, as nccl-tests -m does, instead of per group; bandwidths are
+	// the same either way.
+	PerOperation bool
+	// RankTime is how the ranks' mean times become the time column
+	// (nccl-tests -a). The zero value is the slowest rank's.
+	RankTime RankTime
+	// SkipIters leaves this many leading timed iterations out of the
+	// per-iteration statistics (nccl-tests -K); the time column keeps them.
+	SkipIters int
+	// Sync is what a rank does after each timed iteration (nccl-tests
+	// -z). The zero value is nothing: the next call starts as soon as this
+	// rank's returns.
+	Sync Sync
 }
 
+// Sync is what each rank does between timed iterations.
+type Sync int
+
+const (
+	// SyncNone starts the next iteration when this rank's call returns:
+	// collkit's collectives block until this rank's part is done, which is
+	// nccl-tests -z 2.
+	SyncNone Sync = iota
+	// SyncBarrier adds a barrier after each iteration, inside its time
+	// (nccl-tests -z 1).
+	SyncBarrier
+	// SyncBarrierUntimed adds a barrier after each iteration, outside its
+	// time (nccl-tests -z 3).
+	SyncBarrierUntimed
+)
+
+// SyncFromNCCL maps nccl-tests' -z number to a Sync. -z 0 (launch without
+// waiting) has no counterpart: collkit's collectives return when done.
+func SyncFromNCCL(z int) (Sync, error) {
+	switch z {
+	case 1:
+		return SyncBarrier, nil
+	case 2:
+		return SyncNone, nil
+	case 3:
+		return SyncBarrierUntimed, nil
+	case 0:
+		return 0, fmt.Errorf("-z 0: collkit's collectives block until this rank's part is done, so there is no non-blocking mode; -z 2 (the default here) is what runs, -z 1 and -z 3 add a barrier after each iteration")
+	}
+	return 0, fmt.Errorf("-z %d: want 1 (barrier after each iteration, timed), 2 (no barrier, the default) or 3 (barrier, not timed), as nccl-tests' --blocking", z)
+}
+
+// NCCL is the -z number nccl-tests gives this choice.
+func (s Sync) NCCL() int { return [...]int{2, 1, 3}[s] }
+
 // Measurement is one timed run (out-of-place or in-place) at one size.
-// Every per-iteration figure is the slowest rank's time for that iteration.
+// Every per-iteration figure (Stats) is the slowest rank's time for that
+// iteration, as nccl-tests -I computes them.
 type Measurement struct {
-	TimeUS float64 `json:"time_us"`   // the slowest rank's mean time per iteration
-	AlgBW  float64 `json:"algbw_gbs"` // bytes / time, GB/s (1e9)
+	// TimeUS is the time column: each rank's mean time per iteration,
+	// combined over ranks as Config.RankTime says (Report.RankTime).
+	TimeUS float64 `json:"time_us"`
+	AlgBW  float64 `json:"algbw_gbs"` // bytes / TimeUS, GB/s (1e9)
 	BusBW  float64 `json:"busbw_gbs"` // algbw x the collective's bus factor
-	Wrong  int64   `json:"wrong"`     // wrong elements, summed over ranks and check iterations
+	// Wrong is the wrong elements, summed over ranks and check
+	// iterations; meaningless (zero) unless Checked.
+	Wrong   int64 `json:"wrong"`
+	Checked bool  `json:"checked"` // the results were verified (Config.Check > 0)
+	// Each rank's mean time per iteration, combined over ranks four ways:
+	// the choices of RankTime (OSU's Avg, Min and Max Latency are the
+	// first three).
+	RankAvgUS float64 `json:"rank_avg_us"`
+	RankMinUS float64 `json:"rank_min_us"`
+	RankMaxUS float64 `json:"rank_max_us"`
+	Rank0US   float64 `json:"rank0_us"`
 	Stats
+}
+
+// scale divides every time of m by f (times per operation of a group).
+func (m *Measurement) scale(f float64) {
+	for _, p := range []*float64{&m.TimeUS, &m.RankAvgUS, &m.RankMinUS, &m.RankMaxUS, &m.Rank0US,
+		&m.MinUS, &m.P50US, &m.P99US, &m.MaxUS} {
+		*p /= f
+	}
+	for i := range m.SamplesUS {
+		m.SamplesUS[i] /= f
+	}
+}
+
+// setBandwidth sets AlgBW and BusBW for bytes moved in TimeUS.
+func (m *Measurement) setBandwidth(bytes int64, busFactor float64) {
+	m.AlgBW = float64(bytes) / m.TimeUS / 1e3
+	m.BusBW = m.AlgBW * busFactor
 }
 
 // Row is one size of a sweep.
@@ -67,18 +150,42 @@ type Row struct {
 }
 
 // Sizes lists the byte sizes of the sweep, each rounded down to whole
-// elements (at least one element).
+// elements (at least one element). Check NumSizes first: an additive sweep
+// can be very long.
 func (cfg Config) Sizes() []int64 {
 	es := int64(cfg.DType.Size())
 	step := max(cfg.StepFactor, 2)
 	var sizes []int64
-	for b := cfg.MinBytes; b <= cfg.MaxBytes; b *= step {
-		sizes = append(sizes, max(b/es, 1)*es)
+	for b := cfg.MinBytes; b <= cfg.MaxBytes; {
+		if s := max(b/es, 1) * es; len(sizes) == 0 || s != sizes[len(sizes)-1] {
+			sizes = append(sizes, s)
+		}
 		if b == 0 {
 			break
 		}
+		if cfg.StepBytes > 0 {
+			b += cfg.StepBytes
+		} else {
+			b *= step
+		}
 	}
 	return sizes
+}
+
+// NumSizes is how many sizes the sweep has at most, counted without
+// listing them.
+func (cfg Config) NumSizes() int64 {
+	if cfg.MaxBytes < cfg.MinBytes || cfg.MinBytes <= 0 {
+		return 0
+	}
+	if cfg.StepBytes > 0 {
+		return (cfg.MaxBytes-cfg.MinBytes)/cfg.StepBytes + 1
+	}
+	n := int64(0)
+	for b := cfg.MinBytes; b <= cfg.MaxBytes; b *= max(cfg.StepFactor, 2) {
+		n++
+	}
+	return n
 }
 
 // AllReduceBusFactor converts algorithm bandwidth to bus bandwidth for
@@ -125,10 +232,10 @@ func Run(ctx context.Context, c *collkit.Comm, cfg Config, each func(Row)) ([]Ro
 			if row.OutOfPlace.Wrong, row.InPlace.Wrong, err = check(ctx, c, cfg, s, r, w); err != nil {
 				return rows, err
 			}
+			row.OutOfPlace.Checked, row.InPlace.Checked = true, true
 		}
 		for _, m := range []*Measurement{&row.OutOfPlace, &row.InPlace} {
-			m.AlgBW = float64(size) / m.TimeUS / 1e3
-			m.BusBW = m.AlgBW * AllReduceBusFactor(c.Size())
+			m.setBandwidth(size, AllReduceBusFactor(c.Size()))
 		}
 		rows = append(rows, row)
 		if each != nil {

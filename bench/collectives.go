@@ -275,8 +275,8 @@ func RunCollective(ctx context.Context, c *collkit.Comm, coll string, cfg Config
 			if m.Wrong, err = checkColl(ctx, x, cfg, spec, inPlace); err != nil {
 				return rows, err
 			}
-			m.AlgBW = float64(row.Bytes) / m.TimeUS / 1e3
-			m.BusBW = m.AlgBW * BusFactor(coll, n)
+			m.Checked = cfg.Check > 0
+			m.setBandwidth(row.Bytes, BusFactor(coll, n))
 		}
 		rows = append(rows, row)
 		if each != nil {
@@ -309,6 +309,12 @@ func checkColl(ctx context.Context, x *call, cfg Config, spec collective, inPlac
 	}
 	return wrong[0], nil
 }
+
+// Reduces reports whether collective coll applies the reduction op.
+func Reduces(coll string) bool { return coll == "allreduce" || collectives[coll].reduces }
+
+// Rooted reports whether collective coll has a root.
+func Rooted(coll string) bool { return collectives[coll].rooted }
 
 // IsCollective reports whether name is one of Collectives.
 func IsCollective(name string) bool { return slices.Contains(Collectives(), name) }

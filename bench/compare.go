@@ -50,7 +50,18 @@ type Comparison struct {
 	Diffs   []SizeDiff
 	// AvgBusBW holds each combination's average busbw: [base, new].
 	AvgBusBW map[string][2]float64
-	Missing  []string // combinations or sizes in the base that the new run lacks
+	// NotCompared lists what only one side has, with why, so that a gate
+	// never passes on what it did not look at.
+	NotCompared []Skip
+	// Notes are differences that do not stop a comparison but qualify it.
+	Notes []string
+}
+
+// Skip is a combination, or one size of one, that Compare could not
+// compare.
+type Skip struct {
+	What string // the combination (Report.Label, dtype, op), with the size when only the size is missing
+	Why  string
 }
 
 // Regressions counts the sizes that regressed.
@@ -64,9 +75,13 @@ func (c Comparison) Regressions() int {
 	return n
 }
 
-// combination identifies a report for matching base and new results.
+// combination identifies a report's row for matching base and new results.
 func combination(r Report, row Row) string {
-	return fmt.Sprintf("%s %s/%s", r.Label(), row.DType, row.Op)
+	v := row.DType + "/" + row.Op
+	if row.Root >= 0 {
+		v += fmt.Sprintf("/root%d", row.Root)
+	}
+	return r.Label() + " " + v
 }
 
 // Compare decides, size by size, whether cur is slower than base. A size
@@ -84,36 +99,92 @@ func combination(r Report, row Row) string {
 // regressed when its typical time is more than Tolerance slower, and its
 // fastest iteration too when both sides have one.
 // Busbw and latency are the same test: busbw at a size is bytes over time.
+// Combinations and sizes that only one side has are listed in NotCompared
+// with the reason.
 func Compare(base, cur File, opts CompareOptions) Comparison {
 	opts = opts.withDefaults()
 	c := Comparison{Options: opts, AvgBusBW: map[string][2]float64{}}
-	type key struct {
-		combo string
-		bytes int64
+	type side struct {
+		report Report
+		rows   map[int64]Row
+		sizes  []int64
 	}
-	newRows := map[key]Row{}
-	newAvg := map[string]float64{}
-	for _, r := range cur.Reports {
-		for _, row := range r.Rows {
-			newRows[key{combination(r, row), row.Bytes}] = row
-			newAvg[combination(r, row)] = r.AvgBusBW
+	index := func(f File) (map[string]*side, []string) {
+		m, order := map[string]*side{}, []string(nil)
+		for _, r := range f.Reports {
+			for _, row := range r.Rows {
+				combo := combination(r, row)
+				sd := m[combo]
+				if sd == nil {
+					sd = &side{report: r, rows: map[int64]Row{}}
+					m[combo] = sd
+					order = append(order, combo)
+				}
+				if _, dup := sd.rows[row.Bytes]; !dup {
+					sd.sizes = append(sd.sizes, row.Bytes)
+				}
+				sd.rows[row.Bytes] = row
+			}
 		}
+		return m, order
 	}
-	for _, r := range base.Reports {
-		for _, row := range r.Rows {
-			combo := combination(r, row)
-			nr, ok := newRows[key{combo, row.Bytes}]
+	baseSide, baseOrder := index(base)
+	newSide, newOrder := index(cur)
+	for _, combo := range baseOrder {
+		b, n := baseSide[combo], newSide[combo]
+		if n == nil {
+			c.NotCompared = append(c.NotCompared, Skip{combo, "only in the baseline" + nearest(b.report, cur.Reports, "the new results")})
+			continue
+		}
+		c.AvgBusBW[combo] = [2]float64{b.report.AvgBusBW, n.report.AvgBusBW}
+		if bt, nt := b.report.rankTime(), n.report.rankTime(); bt != nt {
+			c.Notes = append(c.Notes, fmt.Sprintf("%s: the time column is -a %d in the baseline and -a %d in the new results, so avg busbw differs in meaning; sizes are judged on per-iteration times, which do not depend on -a",
+				combo, bt.NCCL(), nt.NCCL()))
+		}
+		for _, size := range b.sizes {
+			nr, ok := n.rows[size]
 			if !ok {
-				c.Missing = append(c.Missing, fmt.Sprintf("%s %d B", combo, row.Bytes))
+				c.NotCompared = append(c.NotCompared, Skip{fmt.Sprintf("%s %d B", combo, size), "size only in the baseline"})
 				continue
 			}
-			if avg, ok := newAvg[combo]; ok {
-				c.AvgBusBW[combo] = [2]float64{r.AvgBusBW, avg}
+			c.Diffs = append(c.Diffs, diffSize(combo, b.rows[size], nr, opts))
+		}
+		for _, size := range n.sizes {
+			if _, ok := b.rows[size]; !ok {
+				c.NotCompared = append(c.NotCompared, Skip{fmt.Sprintf("%s %d B", combo, size), "size only in the new results"})
 			}
-			c.Diffs = append(c.Diffs, diffSize(combo, row, nr, opts))
+		}
+	}
+	for _, combo := range newOrder {
+		if baseSide[combo] == nil {
+			c.NotCompared = append(c.NotCompared, Skip{combo, "only in the new results" + nearest(newSide[combo].report, base.Reports, "the baseline")})
 		}
 	}
 	return c
+}
+
+// nearest says how others differ from r when one of them has r's
+// collective and algorithm: the likely reason r found no match.
+func nearest(r Report, others []Report, where string) string {
+	for _, o := range others {
+		if o.Collective != r.Collective || o.Algorithm != r.Algorithm {
+			continue
+		}
+		var why []string
+		if o.Ranks != r.Ranks {
+			why = append(why, fmt.Sprintf("%d ranks, not %d", o.Ranks, r.Ranks))
+		}
+		if o.TransportsRan() != r.TransportsRan() {
+			why = append(why, fmt.Sprintf("transport %s, not %s", o.TransportsRan(), r.TransportsRan()))
+		}
+		if o.Variant() != r.Variant() {
+			why = append(why, fmt.Sprintf("%s, not %s", o.Variant(), r.Variant()))
+		}
+		if len(why) > 0 {
+			return fmt.Sprintf(" (closest in %s: %s, with %s)", where, o.Label(), strings.Join(why, ", "))
+		}
+	}
+	return ""
 }
 
 func diffSize(combo string, base, cur Row, opts CompareOptions) SizeDiff {
@@ -173,10 +244,10 @@ func (c Comparison) Write(w io.Writer) {
 		if d.Combination != last {
 			last = d.Combination
 			avg := c.AvgBusBW[d.Combination]
-			fmt.Fprintf(w, "#\n# %s: avg busbw %s -> %s GB/s (%s)\n", d.Combination, FormatGB(avg[0]), FormatGB(avg[1]), percent(avg[1]/avg[0]-1))
-			fmt.Fprintf(w, "# %10s %10s %10s %8s %10s %10s %8s %8s %8s %9s %11s  %s\n",
-				"size(B)", "base p50", "new p50", "change", "base min", "new min", "change", "busbw", "busbw", "p", "samples", "verdict")
-			fmt.Fprintf(w, "# %10s %10s %10s %8s %10s %10s %8s %8s %8s %9s %11s\n",
+			fmt.Fprintf(w, "#\n# %s: avg busbw (of the time column) %s -> %s GB/s (%s)\n", d.Combination, FormatGB(avg[0]), FormatGB(avg[1]), percent(avg[1]/avg[0]-1))
+			fmt.Fprintf(w, "# %10s %10s %10s %8s %10s %10s %8s %9s %9s %9s %11s  %s\n",
+				"size(B)", "base p50", "new p50", "change", "base min", "new min", "change", "busbw@p50", "busbw@p50", "p", "samples", "verdict")
+			fmt.Fprintf(w, "# %10s %10s %10s %8s %10s %10s %8s %9s %9s %9s %11s\n",
 				"", "(us)", "(us)", "", "(us)", "(us)", "", "base", "new", "", "base/new")
 		}
 		verdict := "ok"
@@ -193,12 +264,22 @@ func (c Comparison) Write(w io.Writer) {
 		if d.P >= 0 {
 			p = fmt.Sprintf("%.2g", d.P)
 		}
-		fmt.Fprintf(w, "  %10d %10.2f %10.2f %8s %10.2f %10.2f %8s %8s %8s %9s %11s  %s\n",
+		fmt.Fprintf(w, "  %10d %10.2f %10.2f %8s %10.2f %10.2f %8s %9s %9s %9s %11s  %s\n",
 			d.Bytes, d.BaseP50US, d.NewP50US, percent(d.Slowdown), d.BaseMinUS, d.NewMinUS, percent(d.MinSlowdown),
 			FormatGB(d.BaseBusBW), FormatGB(d.NewBusBW), p, fmt.Sprintf("%d/%d", d.BaseSamples, d.Samples), verdict)
 	}
-	if len(c.Missing) > 0 {
-		fmt.Fprintf(w, "#\n# in the baseline but not in the new results (not compared): %s\n", strings.Join(c.Missing, ", "))
+	if len(c.NotCompared) > 0 {
+		fmt.Fprintf(w, "#\n# not compared (%d):\n", len(c.NotCompared))
+		for _, s := range c.NotCompared {
+			fmt.Fprintf(w, "#   %s: %s\n", s.What, s.Why)
+		}
+	}
+	for _, n := range c.Notes {
+		fmt.Fprintf(w, "# note: %s\n", n)
+	}
+	if len(c.Diffs) == 0 {
+		fmt.Fprintf(w, "#\n# RESULT: NOTHING COMPARED: the two files have no combination and size in common\n")
+		return
 	}
 	if n := c.Regressions(); n > 0 {
 		fmt.Fprintf(w, "#\n# RESULT: REGRESSION: %d of %d sizes slower beyond %.3g%%\n", n, len(c.Diffs), 100*o.Tolerance)

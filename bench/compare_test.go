@@ -120,14 +120,53 @@ func TestCompareWithoutSamples(t *testing.T) {
 	}
 }
 
-func TestCompareReportsMissing(t *testing.T) {
+// What only one side has is listed with why, both ways round, and a
+// comparison with nothing in common says so instead of passing.
+func TestCompareReportsWhatItCouldNotCompare(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 9))
 	base := syntheticFile(func(_ int, c float64) []float64 { return noisy(rng, 10, c, 0) })
 	cur := syntheticFile(func(_ int, c float64) []float64 { return noisy(rng, 10, c, 0) })
 	cur.Reports[0].Rows = cur.Reports[0].Rows[:2]
+	extra := base.Reports[0]
+	extra.Algorithm = "tree"
+	cur.Reports = append(cur.Reports, extra)
 	cmp := Compare(base, cur, CompareOptions{})
-	if len(cmp.Diffs) != 2 || len(cmp.Missing) != 3 || !strings.Contains(cmp.Missing[0], "65536 B") {
-		t.Fatalf("diffs %d missing %v, want 2 and the 3 larger sizes", len(cmp.Diffs), cmp.Missing)
+	var whys []string
+	for _, s := range cmp.NotCompared {
+		whys = append(whys, s.What+": "+s.Why)
+	}
+	all := strings.Join(whys, "\n")
+	if len(cmp.Diffs) != 2 || len(cmp.NotCompared) != 4 || !strings.Contains(all, "65536 B: size only in the baseline") ||
+		!strings.Contains(all, "allreduce/tree/tcp/4r float32/sum: only in the new results") {
+		t.Fatalf("diffs %d, not compared:\n%s\nwant 2 diffs, the 3 larger sizes and tree", len(cmp.Diffs), all)
+	}
+	var out strings.Builder
+	cmp.Write(&out)
+	if !strings.Contains(out.String(), "# not compared (4):") {
+		t.Errorf("report does not list what was not compared:\n%s", out.String())
+	}
+
+	// Made at 2 ranks, run at 4: nothing in common, and the reason named.
+	other := syntheticFile(func(_ int, c float64) []float64 { return noisy(rng, 10, c, 0) })
+	other.Reports[0].Ranks = 2
+	cmp = Compare(other, base, CompareOptions{})
+	out.Reset()
+	cmp.Write(&out)
+	if len(cmp.Diffs) != 0 || !strings.Contains(out.String(), "4 ranks, not 2") || !strings.Contains(out.String(), "RESULT: NOTHING COMPARED") {
+		t.Fatalf("2 ranks against 4:\n%s", out.String())
+	}
+}
+
+// A baseline timed with another -a is compared, with a note: per-iteration
+// times do not depend on it, the average busbw does.
+func TestCompareNotesRankTime(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	base := syntheticFile(func(_ int, c float64) []float64 { return noisy(rng, 10, c, 0) })
+	cur := syntheticFile(func(_ int, c float64) []float64 { return noisy(rng, 10, c, 0) })
+	cur.Reports[0].RankTime = RankAvg.String()
+	cmp := Compare(base, cur, CompareOptions{})
+	if len(cmp.Diffs) != len(compareSizes) || len(cmp.Notes) != 1 || !strings.Contains(cmp.Notes[0], "-a 3 in the baseline and -a 1") {
+		t.Fatalf("diffs %d, notes %q", len(cmp.Diffs), cmp.Notes)
 	}
 }
 

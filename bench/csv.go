@@ -14,10 +14,12 @@ import (
 // CSVColumns are the columns WriteCSV writes, in order (see SCHEMA.md). Every
 // line is one placement (out_of_place or in_place) of one size of one
 // combination, and repeats the environment so that lines stand alone.
+// wrong is empty where nothing was checked (checked false).
 var CSVColumns = []string{
 	"schema", "collective", "algorithm", "transport", "ranks", "transport_settings",
 	"bytes", "count", "dtype", "op", "root", "placement", "ran_algorithm",
-	"iters", "time_us", "min_us", "p50_us", "p99_us", "max_us", "cv", "algbw_gbs", "busbw_gbs", "wrong",
+	"iters", "time_us", "rank_time", "rank_avg_us", "rank_min_us", "rank_max_us", "rank0_us",
+	"min_us", "p50_us", "p99_us", "max_us", "cv", "algbw_gbs", "busbw_gbs", "wrong", "checked",
 	"host", "cpu_model", "cores", "kernel", "go_version", "collkit_version", "started",
 }
 
@@ -40,10 +42,15 @@ func WriteCSV(w io.Writer, f File) error {
 				m    Measurement
 			}{{"out_of_place", row.OutOfPlace}, {"in_place", row.InPlace}} {
 				m := p.m
+				wrong := ""
+				if m.Checked {
+					wrong = strconv.FormatInt(m.Wrong, 10)
+				}
 				line := []string{
-					f.Schema, r.Collective, r.Algorithm, r.Transport, strconv.Itoa(r.Ranks), strings.Join(settings, ";"),
+					f.Schema, r.Collective, r.Algorithm, r.TransportsRan(), strconv.Itoa(r.Ranks), strings.Join(settings, ";"),
 					strconv.FormatInt(row.Bytes, 10), strconv.FormatInt(row.Count, 10), row.DType, row.Op, strconv.Itoa(row.Root), p.name, row.Algorithm,
-					strconv.Itoa(m.Iters), g(m.TimeUS), g(m.MinUS), g(m.P50US), g(m.P99US), g(m.MaxUS), g(m.CV), g(m.AlgBW), g(m.BusBW), strconv.FormatInt(m.Wrong, 10),
+					strconv.Itoa(m.Iters), g(m.TimeUS), r.rankTime().String(), g(m.RankAvgUS), g(m.RankMinUS), g(m.RankMaxUS), g(m.Rank0US),
+					g(m.MinUS), g(m.P50US), g(m.P99US), g(m.MaxUS), g(m.CV), g(m.AlgBW), g(m.BusBW), wrong, strconv.FormatBool(m.Checked),
 					env.Host, env.CPUModel, strconv.Itoa(env.Cores), env.Kernel, env.GoVersion, env.CollkitVersion, r.Started.Format("2006-01-02T15:04:05Z07:00"),
 				}
 				if err := cw.Write(line); err != nil {

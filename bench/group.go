@@ -83,8 +83,9 @@ func (g *grouped) check(ctx context.Context, want []byte) (outWrong, inWrong int
 	return wrong[0], wrong[1], nil
 }
 
-// runGroup is Run with Config.Group all-reduces per iteration: times and
-// bandwidths are for the whole group (Bytes stays one all-reduce's size).
+// runGroup is Run with Config.Group all-reduces per iteration: times are
+// for the whole group, or per all-reduce with Config.PerOperation (Bytes
+// stays one all-reduce's size).
 func runGroup(ctx context.Context, c *collkit.Comm, cfg Config, each func(Row)) ([]Row, error) {
 	sizes := cfg.Sizes()
 	if len(sizes) > 0 && sizes[len(sizes)-1]*int64(cfg.Group) > MaxGroupBytes {
@@ -110,10 +111,15 @@ func runGroup(ctx context.Context, c *collkit.Comm, cfg Config, each func(Row)) 
 			if row.OutOfPlace.Wrong, row.InPlace.Wrong, err = g.check(ctx, make([]byte, size)); err != nil {
 				return rows, err
 			}
+			row.OutOfPlace.Checked, row.InPlace.Checked = true, true
 		}
 		for _, m := range []*Measurement{&row.OutOfPlace, &row.InPlace} {
-			m.AlgBW = float64(size*int64(cfg.Group)) / m.TimeUS / 1e3
-			m.BusBW = m.AlgBW * AllReduceBusFactor(c.Size())
+			moved := size * int64(cfg.Group)
+			if cfg.PerOperation {
+				m.scale(float64(cfg.Group))
+				moved = size
+			}
+			m.setBandwidth(moved, AllReduceBusFactor(c.Size()))
 		}
 		rows = append(rows, row)
 		if each != nil {

@@ -6,20 +6,29 @@ import (
 	"gonum.org/v1/gonum/stat"
 )
 
-// Summary condenses one combination's sweep into the figures people compare.
+// Summary condenses one combination's sweep into the figures people
+// compare. Every figure comes from the time column (Measurement.TimeUS, out
+// of place), the statistic the table, the JSON, the CSV and the plot show.
 type Summary struct {
-	// BestLatencyUS is the lowest out-of-place median time over the sizes,
-	// the small-message latency; BestLatencyBytes is the size it was seen at.
+	// BestLatencyUS is the lowest out-of-place time over the sizes, the
+	// small-message latency; BestLatencyBytes is the size it was seen at.
 	BestLatencyUS    float64 `json:"best_latency_us"`
 	BestLatencyBytes int64   `json:"best_latency_bytes"`
 	// FitLatencyUS and FitAlgBW are a and b of t = a + bytes/b, fitted by
-	// least squares on relative error to the out-of-place median times;
-	// FitBusBW is b times the collective's bus factor. Zero when the sweep
-	// has fewer than two sizes or the fit has no positive bandwidth.
+	// least squares on relative error to the out-of-place times; FitBusBW
+	// is b times the collective's bus factor. All zero when there is no
+	// fit: fewer than two sizes, or no positive bandwidth.
 	FitLatencyUS float64 `json:"fit_latency_us"`
 	FitAlgBW     float64 `json:"fit_algbw_gbs"`
 	FitBusBW     float64 `json:"fit_busbw_gbs"`
+	// FitNoLatency says the times grew faster than linearly with size, so
+	// the line was fitted through the origin: FitAlgBW is a fit, but there
+	// is no latency term (FitLatencyUS is zero and means nothing).
+	FitNoLatency bool `json:"fit_no_latency,omitempty"`
 }
+
+// HasFit reports whether the sweep has a fitted bandwidth.
+func (s Summary) HasFit() bool { return s.FitAlgBW > 0 }
 
 // Typical is a measurement's typical time: the median iteration, or the
 // mean for results without per-iteration statistics (schema v1).
@@ -30,7 +39,8 @@ func (m Measurement) Typical() float64 {
 	return m.TimeUS
 }
 
-// SummarizeRows computes the Summary of a sweep on ranks ranks.
+// SummarizeRows computes the Summary of a sweep on ranks ranks from the
+// time column.
 func SummarizeRows(rows []Row, ranks int) Summary {
 	var s Summary
 	if len(rows) == 0 {
@@ -40,7 +50,7 @@ func SummarizeRows(rows []Row, ranks int) Summary {
 	xs, ys, ws := make([]float64, len(rows)), make([]float64, len(rows)), make([]float64, len(rows))
 	factor := 0.0
 	for i, row := range rows {
-		t := row.OutOfPlace.Typical()
+		t := row.OutOfPlace.TimeUS
 		if t < s.BestLatencyUS {
 			s.BestLatencyUS, s.BestLatencyBytes = t, row.Bytes
 		}
@@ -57,7 +67,15 @@ func SummarizeRows(rows []Row, ranks int) Summary {
 	}
 	s.FitLatencyUS, s.FitAlgBW = FitLatencyBandwidth(xs, ys, ws)
 	s.FitBusBW = s.FitAlgBW * factor
+	s.FitNoLatency = s.HasFit() && s.FitLatencyUS == 0 && !fitsFreeLine(xs, ys, ws)
 	return s
+}
+
+// fitsFreeLine reports whether the free weighted line has a non-negative
+// intercept (FitLatencyBandwidth then keeps it).
+func fitsFreeLine(bytes, timesUS, weights []float64) bool {
+	a, _ := stat.LinearRegression(bytes, timesUS, weights, false)
+	return a >= 0
 }
 
 // FitLatencyBandwidth fits t = a + bytes/b to times in microseconds by

@@ -54,8 +54,10 @@ func Summarize(us []float64, keep bool) (Stats, float64) {
 	return s, mean
 }
 
-// measure times calls of op (one collective) and returns the slowest
-// rank's per-iteration statistics (Wrong, AlgBW and BusBW are left zero).
+// measure times calls of op (one collective) and returns its Measurement:
+// the per-iteration statistics of the slowest rank per iteration, and each
+// rank's mean combined over ranks every way RankTime offers, the one
+// cfg.RankTime names being TimeUS (Wrong, AlgBW and BusBW are left zero).
 func measure(ctx context.Context, c *collkit.Comm, cfg Config, op func() error) (Measurement, error) {
 	for range cfg.Warmup {
 		if err := op(); err != nil {
@@ -74,9 +76,20 @@ func measure(ctx context.Context, c *collkit.Comm, cfg Config, op func() error) 
 			if err := op(); err != nil {
 				return us, err
 			}
+			if cfg.Sync == SyncBarrier {
+				if err := barrier(ctx, c); err != nil {
+					return us, err
+				}
+			}
 			now := time.Since(base)
 			us = append(us, float64((now-last).Nanoseconds())/1e3)
 			last = now
+			if cfg.Sync == SyncBarrierUntimed {
+				if err := barrier(ctx, c); err != nil {
+					return us, err
+				}
+				last = time.Since(base)
+			}
 		}
 		return us, nil
 	}
@@ -90,24 +103,44 @@ func measure(ctx context.Context, c *collkit.Comm, cfg Config, op func() error) 
 	if err != nil {
 		return Measurement{}, err
 	}
-	// One collective at the end, not disturbing the timed loop, makes each
-	// iteration's time the slowest rank's time for that iteration, and the
-	// extra last element the slowest rank's mean: the time column, computed
-	// as nccl-tests and the MPI benchmarks do (each rank's mean over the
-	// run, then the maximum over ranks). The mean of the per-iteration
-	// maxima would be larger whenever ranks stall at different iterations.
+	// Two collectives at the end, not disturbing the timed loop. A maximum
+	// over the vector of iteration times makes each the slowest rank's
+	// time for that iteration; two more elements carry this rank's mean
+	// and its negation, for the largest and the smallest mean. A sum
+	// carries the means for their average, and rank 0's alone. The time
+	// column is one of those, as nccl-tests and the MPI benchmarks compute
+	// it (each rank's mean over the run, then combined over ranks): the
+	// mean of the per-iteration maxima would be larger whenever ranks
+	// stall at different iterations.
 	n := len(us)
 	var sum float64
 	for _, v := range us {
 		sum += v
 	}
-	us = append(us, sum/float64(max(n, 1)))
+	mean := sum / float64(max(n, 1))
+	us = append(us, mean, -mean)
 	if err := collkit.AllReduce(ctx, c, us, us, collkit.Max); err != nil {
 		return Measurement{}, err
 	}
+	sums := []float64{mean, 0}
+	if c.Rank() == 0 {
+		sums[1] = mean
+	}
+	if err := collkit.AllReduce(ctx, c, sums, sums, collkit.Sum); err != nil {
+		return Measurement{}, err
+	}
 	var m Measurement
-	m.Stats, _ = Summarize(us[:n], cfg.KeepSamples)
-	m.TimeUS = us[n]
+	// -K leaves leading iterations out of the statistics, not out of the
+	// samples or the iteration count.
+	m.Stats, _ = Summarize(us[min(cfg.SkipIters, max(n-1, 0)):n], false)
+	if cfg.KeepSamples {
+		all, _ := Summarize(us[:n], true)
+		m.SamplesUS = all.SamplesUS
+	}
+	m.Iters = n
+	m.RankMaxUS, m.RankMinUS = us[n], -us[n+1]
+	m.RankAvgUS, m.Rank0US = sums[0]/float64(c.Size()), sums[1]
+	m.TimeUS = cfg.RankTime.pick(m)
 	return m, nil
 }
 

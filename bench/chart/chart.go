@@ -3,6 +3,7 @@ package chart
 import (
 	"errors"
 	"fmt"
+	"image/color"
 	"io"
 	"math"
 	"os"
@@ -34,8 +35,14 @@ const (
 )
 
 // Save draws reports into path; the extension (.png or .svg) picks the
-// format.
+// format. Each line's legend is bench.DistinctLabels of the reports.
 func Save(path string, reports []bench.Report) error {
+	return SaveLabeled(path, reports, nil)
+}
+
+// SaveLabeled is Save with a legend label per report; nil labels means
+// bench.DistinctLabels(reports, nil).
+func SaveLabeled(path string, reports []bench.Report, labels []string) error {
 	format := strings.ToLower(strings.TrimPrefix(filepath.Ext(path), "."))
 	if format != "png" && format != "svg" {
 		return fmt.Errorf("%w: %s", ErrFormat, path)
@@ -44,7 +51,7 @@ func Save(path string, reports []bench.Report) error {
 	if err != nil {
 		return fmt.Errorf("chart: %w", err)
 	}
-	if err := Write(f, format, reports); err != nil {
+	if err := WriteLabeled(f, format, reports, labels); err != nil {
 		f.Close()
 		return err
 	}
@@ -56,7 +63,18 @@ func Save(path string, reports []bench.Report) error {
 
 // Write draws reports in format ("png" or "svg") to w.
 func Write(w io.Writer, format string, reports []bench.Report) error {
-	bw, lat, err := plots(reports)
+	return WriteLabeled(w, format, reports, nil)
+}
+
+// WriteLabeled is Write with a legend label per report, as SaveLabeled.
+func WriteLabeled(w io.Writer, format string, reports []bench.Report, labels []string) error {
+	if labels == nil {
+		labels = bench.DistinctLabels(reports, nil)
+	}
+	if len(labels) != len(reports) {
+		return fmt.Errorf("chart: %d labels for %d results", len(labels), len(reports))
+	}
+	bw, lat, err := plots(reports, labels)
 	if err != nil {
 		return err
 	}
@@ -90,16 +108,27 @@ func (c pngCanvas) WriteTo(w io.Writer) (int64, error) {
 	return vgimg.PngCanvas{Canvas: c.Canvas}.WriteTo(w)
 }
 
-// plots builds the bandwidth and latency plots.
-func plots(reports []bench.Report) (bw, lat *plot.Plot, err error) {
+// plots builds the bandwidth and latency plots from the time column and
+// the busbw computed from it, the figures of the table, the JSON and the
+// CSV.
+func plots(reports []bench.Report, labels []string) (bw, lat *plot.Plot, err error) {
 	bw, lat = plot.New(), plot.New()
-	title := "collective"
+	title, stat := "collective", "each result's time column (see the legend)"
 	if len(reports) > 0 {
 		title = reports[0].Collective
+		stat = timeColumn(reports[0])
 	}
-	bw.Title.Text = title + ": bus bandwidth (out-of-place, at the median iteration time)"
+	for _, r := range reports {
+		if r.Collective != title {
+			title = "collectives"
+		}
+		if timeColumn(r) != timeColumn(reports[0]) {
+			stat = "each result's time column (see the legend)"
+		}
+	}
+	bw.Title.Text = title + ": bus bandwidth, out-of-place; time = " + stat
 	bw.Y.Label.Text = "busbw (GB/s)"
-	lat.Title.Text = title + ": latency (median iteration time of the slowest rank)"
+	lat.Title.Text = title + ": time (out-of-place) = " + stat
 	// Short: gonum centres an axis label on the linear midpoint, which on a
 	// log axis sits high, and a long label pushes the plot down.
 	lat.Y.Label.Text = "time (us)"
@@ -117,26 +146,15 @@ func plots(reports []bench.Report) (bw, lat *plot.Plot, err error) {
 	}
 	bw.Y.Min = 0
 
+	colors := Palette(len(reports))
 	drawn := 0
 	for i, r := range reports {
-		var bwPts, latPts plotter.XYs
-		for _, row := range r.Rows {
-			us := row.OutOfPlace.Typical()
-			if row.Bytes <= 0 || us <= 0 {
-				continue
-			}
-			busbw := 0.0
-			if row.OutOfPlace.TimeUS > 0 {
-				busbw = row.OutOfPlace.BusBW * row.OutOfPlace.TimeUS / us
-			}
-			bwPts = append(bwPts, plotter.XY{X: float64(row.Bytes), Y: busbw})
-			latPts = append(latPts, plotter.XY{X: float64(row.Bytes), Y: us})
-		}
+		bwPts, latPts := series(r)
 		if len(bwPts) == 0 {
 			continue
 		}
 		drawn++
-		label := r.Label()
+		label := labels[i]
 		for _, pair := range []struct {
 			p   *plot.Plot
 			pts plotter.XYs
@@ -145,10 +163,10 @@ func plots(reports []bench.Report) (bw, lat *plot.Plot, err error) {
 			if err != nil {
 				return nil, nil, fmt.Errorf("chart: %s: %w", label, err)
 			}
-			line.Color = plotutil.Color(i)
-			line.Dashes = plotutil.Dashes(i / len(plotutil.DefaultColors))
+			line.Color = colors[i]
+			line.Dashes = plotutil.Dashes(i % 3)
 			line.Width = vg.Points(1.5)
-			points.Color = plotutil.Color(i)
+			points.Color = colors[i]
 			points.Shape = plotutil.Shape(i)
 			pair.p.Add(line, points)
 			pair.p.Legend.Add(label, line, points)
@@ -158,6 +176,73 @@ func plots(reports []bench.Report) (bw, lat *plot.Plot, err error) {
 		return nil, nil, ErrNoData
 	}
 	return bw, lat, nil
+}
+
+// series are the points of one report: busbw and time against size, out
+// of place, as the table prints them.
+func series(r bench.Report) (bw, lat plotter.XYs) {
+	for _, row := range r.Rows {
+		m := row.OutOfPlace
+		if row.Bytes <= 0 || m.TimeUS <= 0 {
+			continue
+		}
+		bw = append(bw, plotter.XY{X: float64(row.Bytes), Y: m.BusBW})
+		lat = append(lat, plotter.XY{X: float64(row.Bytes), Y: m.TimeUS})
+	}
+	return bw, lat
+}
+
+// timeColumn names a report's time statistic for a title.
+func timeColumn(r bench.Report) string {
+	t, _ := bench.ParseRankTime(r.RankTime)
+	return t.Short()
+}
+
+// tab10 is a categorical palette whose colours stay apart on white.
+var tab10 = []color.RGBA{
+	{31, 119, 180, 255}, {255, 127, 14, 255}, {44, 160, 44, 255}, {214, 39, 40, 255}, {148, 103, 189, 255},
+	{140, 86, 75, 255}, {227, 119, 194, 255}, {127, 127, 127, 255}, {188, 189, 34, 255}, {23, 190, 207, 255},
+}
+
+// Palette returns n colours, all different: a categorical palette up to
+// ten, beyond that hues spread evenly around the wheel at alternating
+// lightness.
+func Palette(n int) []color.Color {
+	out := make([]color.Color, n)
+	for i := range out {
+		if n <= len(tab10) {
+			out[i] = tab10[i]
+			continue
+		}
+		light := []float64{0.45, 0.30}[i%2]
+		out[i] = hsl(float64(i)/float64(n), 0.75, light)
+	}
+	return out
+}
+
+// hsl converts hue (0..1), saturation and lightness to RGB.
+func hsl(h, s, l float64) color.RGBA {
+	c := (1 - math.Abs(2*l-1)) * s
+	hp := h * 6
+	x := c * (1 - math.Abs(math.Mod(hp, 2)-1))
+	var r, g, b float64
+	switch int(hp) % 6 {
+	case 0:
+		r, g = c, x
+	case 1:
+		r, g = x, c
+	case 2:
+		g, b = c, x
+	case 3:
+		g, b = x, c
+	case 4:
+		r, b = x, c
+	default:
+		r, b = c, x
+	}
+	m := l - c/2
+	to := func(v float64) uint8 { return uint8(math.Round(255 * (v + m))) }
+	return color.RGBA{to(r), to(g), to(b), 255}
 }
 
 // sizeTicks marks powers of two with byte labels (8B, 1K, 64M), labelling

@@ -75,7 +75,7 @@ func TestWriteSVG(t *testing.T) {
 		t.Fatal(err)
 	}
 	svg := b.String()
-	for _, want := range []string{"<svg", "allreduce/ring/tcp/4r", "allreduce/tree/tcp/4r", "message size (bytes)", "16M", "latency"} {
+	for _, want := range []string{"<svg", "allreduce/ring/tcp/4r", "allreduce/tree/tcp/4r", "message size (bytes)", "16M", "time (out-of-place)", "mean (-a 3)"} {
 		if !strings.Contains(svg, want) {
 			t.Errorf("SVG lacks %q", want)
 		}
@@ -88,5 +88,37 @@ func TestErrors(t *testing.T) {
 	}
 	if err := chart.Write(&bytes.Buffer{}, "png", nil); !errors.Is(err, chart.ErrNoData) {
 		t.Errorf("no reports: %v, want ErrNoData", err)
+	}
+}
+
+// Every colour of a figure differs, up to many series.
+func TestPaletteDistinct(t *testing.T) {
+	for _, n := range []int{1, 7, 10, 11, 24, 40} {
+		seen := map[[4]uint32]bool{}
+		for i, c := range chart.Palette(n) {
+			r, g, b, a := c.RGBA()
+			k := [4]uint32{r >> 8, g >> 8, b >> 8, a >> 8}
+			if seen[k] {
+				t.Fatalf("%d colours: colour %d repeats %v", n, i, k)
+			}
+			seen[k] = true
+		}
+	}
+}
+
+// Two files with the same combination get two legend entries that say
+// which file each is.
+func TestLabelsOfTwoFiles(t *testing.T) {
+	rs := reports()[:1]
+	both := append(rs, rs...)
+	var b bytes.Buffer
+	labels := bench.DistinctLabels(both, []string{"base.json", "new.json"})
+	if err := chart.WriteLabeled(&b, "svg", both, labels); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"allreduce/ring/tcp/4r base.json", "allreduce/ring/tcp/4r new.json"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("SVG lacks the legend %q", want)
+		}
 	}
 }

@@ -1,8 +1,13 @@
 // Command collbench measures and verifies collkit's collectives, in the
-// manner of nccl-tests' all_reduce_perf.
+// manner of nccl-tests' all_reduce_perf. nccl-tests' flags (-b, -e, -f, -i,
+// -n, -w, -m, -N, -a, -c, -d, -o, -r, -z, -I, -K, -T, -J ...) and OSU's
+// (-m MIN:MAX, --iterations, -x, -f, -c ...) mean what they mean there, or
+// fail with one line saying what to use instead (the README's table).
 //
 //	collbench --algo ring --size 16384          # 4 local ranks over TCP
 //	collbench -b 8 -e 64M -f 2 --np 2 --json out.json
+//	collbench -b 8 -e 128M -f 2 -a 1 -d all     # nccl-tests' habits
+//	collbench -m 8:1M --iterations 1000 -x 100 -f   # OSU's habits
 //	mpirun -np 4 collbench -b 1M -e 64M         # ranks from mpirun
 //	collbench --algo all --transport all --json r.json --plot r.png
 //	collbench compare base.json r.json --tolerance 10%

@@ -63,6 +63,9 @@ func applyGates(w io.Writer, g gates, base *bench.File, cur bench.File) error {
 		if n := cmp.Regressions(); n > 0 {
 			failed = append(failed, fmt.Sprintf("%d sizes slower than the baseline beyond %.3g%%", n, 100*g.tolerance))
 		}
+		if len(cmp.Diffs) == 0 {
+			failed = append(failed, "nothing in common with the baseline to compare (the reasons are listed above); make both runs with the same ranks, transports, algorithms and sizes")
+		}
 	}
 	if g.minBW > 0 {
 		low := bench.BelowFloor(cur, g.minBW)
@@ -81,10 +84,15 @@ func applyGates(w io.Writer, g gates, base *bench.File, cur bench.File) error {
 	return nil
 }
 
-// writeOutputs saves the results where the flags ask.
-func writeOutputs(jsonPath, csvPath, plotPath string, f bench.File) error {
+// writeOutputs saves the results where the flags ask; the JSON keeps
+// every iteration's time only with samples.
+func writeOutputs(jsonPath, csvPath, plotPath string, f bench.File, samples bool) error {
 	if jsonPath != "" {
-		if err := bench.WriteFile(jsonPath, f); err != nil {
+		out := f
+		if !samples {
+			out = bench.WithoutSamples(f)
+		}
+		if err := bench.WriteFile(jsonPath, out); err != nil {
 			return err
 		}
 	}
@@ -173,6 +181,7 @@ func runPlot(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	var reports []bench.Report
+	var sources []string
 	for _, path := range fs.Args() {
 		f, err := bench.ReadJSONFile(path)
 		if err != nil {
@@ -180,8 +189,13 @@ func runPlot(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		reports = append(reports, f.Reports...)
+		for range f.Reports {
+			sources = append(sources, path)
+		}
 	}
-	if err := chart.Save(*out, reports); err != nil {
+	// The same combination from two files gets the file's name in its
+	// legend entry.
+	if err := chart.SaveLabeled(*out, reports, bench.DistinctLabels(reports, sources)); err != nil {
 		fmt.Fprintf(stderr, "collbench: plot: %v\n", err)
 		return exitFailed
 	}

@@ -56,7 +56,7 @@ func TestMatrixOutputsAndGate(t *testing.T) {
 	dir := t.TempDir()
 	jsonPath, csvPath, plotPath := filepath.Join(dir, "base.json"), filepath.Join(dir, "base.csv"), filepath.Join(dir, "base.png")
 	stdout, stderr, code := collbench(t, nil, "--np", "2", "--algo", "ring,tree", "--transport", "all", "-b", "8", "-e", "64K", "-f", "32",
-		"-n", "40", "-w", "1", "--json", jsonPath, "--csv", csvPath, "--plot", plotPath)
+		"-n", "40", "-w", "1", "--json", jsonPath, "--samples", "--csv", csvPath, "--plot", plotPath)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
@@ -149,8 +149,10 @@ func TestMatrixOutputsAndGate(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("plot: exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	if svg, err := os.ReadFile(svgPath); err != nil || !strings.Contains(string(svg), "allreduce/tree/tcp/2r") {
-		t.Fatalf("plot SVG: %v", err)
+	// The same combinations from two files: each legend entry says which.
+	svg, err := os.ReadFile(svgPath)
+	if err != nil || !strings.Contains(string(svg), "allreduce/tree/tcp/2r "+jsonPath) || !strings.Contains(string(svg), "allreduce/tree/tcp/2r "+slowPath) {
+		t.Fatalf("plot SVG (%v) lacks a legend entry per file", err)
 	}
 }
 

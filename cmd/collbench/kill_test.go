@@ -175,9 +175,10 @@ func TestStopWorker(t *testing.T) {
 		}
 		close(errLines)
 	}()
-	// Wait for the column header: the ranks are connected and running.
+	// Wait for the column header (not the run header before it): the
+	// ranks are connected and running.
 	_, victimPid, victim := pickWorker(t, cmd, stdout, stderr, np, func(line string) bool {
-		return strings.Contains(line, "size")
+		return strings.Contains(line, "size") && strings.Contains(line, "count")
 	})
 	stopped := time.Now()
 	if err := syscall.Kill(victimPid, syscall.SIGSTOP); err != nil {

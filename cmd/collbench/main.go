@@ -10,8 +10,6 @@ import (
 	"os/signal"
 	"runtime"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -19,7 +17,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/collkit/collkit"
-	"github.com/collkit/collkit/algo/adaptive"
 	"github.com/collkit/collkit/bench"
 	"github.com/collkit/collkit/bootstrap"
 	"github.com/collkit/collkit/launch"
@@ -49,8 +46,17 @@ type options struct {
 	interleave     bool   // --interleave: size by size, the algorithms in turn
 	rounds         int    // --rounds: interleaved sweeps, the median kept
 	bench          bench.Config
-	coll           string // --coll: the collective measured
-	root           int    // --root: the root of rooted collectives
+	coll           string         // --coll: the collective measured
+	root           int            // --root: the root of rooted collectives
+	rootAll        bool           // --root all: one sweep per root
+	rootText       string         // OSU's -k fixed:N, as --root
+	dtypes         []reduce.DType // --datatype, expanded; bench.DType is the first
+	ops            []reduce.Op    // --op, expanded; bench.Op is the first
+	cycles         int            // -N: sweeps of everything
+	samples        bool           // --samples, -I 1: every iteration's time in --json
+	style          bench.TableStyle
+	memLimit       int64 // OSU's -M: bytes per rank
+	version        bool  // --version
 	jsonPath       string
 	stats          bool   // --stats
 	tracePath      string // --trace
@@ -93,22 +99,40 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if errors.Is(err, pflag.ErrHelp) {
 		return 0
 	}
+	env, envErr := bootstrap.FromEnv(os.Getenv)
 	if err != nil {
-		fmt.Fprintf(stderr, "collbench: %v\n", err)
+		// Under a launcher every rank parses the same flags: rank 0 says
+		// what is wrong, once.
+		if envErr != nil || env.Rank == 0 {
+			fmt.Fprintf(stderr, "collbench: %v\n", err)
+		}
 		return exitUsage
 	}
-
-	env, err := bootstrap.FromEnv(os.Getenv)
+	if opts.version {
+		fmt.Fprintf(stdout, "collbench (collkit %s)\n", bench.CurrentEnvironment().CollkitVersion)
+		return 0
+	}
 	switch {
-	case errors.Is(err, bootstrap.ErrNoEnv):
+	case errors.Is(envErr, bootstrap.ErrNoEnv):
+		// Checked here, once, before any rank starts.
+		if err := preflight(opts, opts.np, opts.np, "/proc/meminfo"); err != nil {
+			fmt.Fprintf(stderr, "collbench: %v\n", err)
+			return exitUsage
+		}
 		return launchLocal(ctx, opts, args, stderr)
-	case err != nil:
-		fmt.Fprintf(stderr, "collbench: %v\n", err)
+	case envErr != nil:
+		fmt.Fprintf(stderr, "collbench: %v\n", envErr)
 		return exitUsage
 	}
 	if opts.npSet && opts.np != env.Size {
 		fmt.Fprintf(stderr, "collbench: rank %d: --np %d but the launcher started %d ranks (%s); drop --np or make them agree\n",
 			env.Rank, opts.np, env.Size, env.Source)
+		return exitUsage
+	}
+	if err := preflight(opts, env.Size, max(env.LocalSize, 1), "/proc/meminfo"); err != nil {
+		if speaks(err, env) {
+			fmt.Fprintf(stderr, "collbench: rank %d: %v\n", env.Rank, err)
+		}
 		return exitUsage
 	}
 	report := &failReport{w: stderr, rank: env.Rank}
@@ -146,7 +170,7 @@ func setupContext(ctx context.Context, opts options) (context.Context, context.C
 
 // launchLocal starts opts.np ranks of this program on this machine.
 func launchLocal(ctx context.Context, opts options, args []string, stderr io.Writer) int {
-	err := launch.Run(ctx, launch.Config{N: opts.np, Args: args, Grace: opts.timeout})
+	err := launch.Run(ctx, launch.Config{N: opts.np, Args: args, Grace: max(opts.timeout, 0)})
 	var re *launch.RankError
 	if errors.As(err, &re) {
 		reportKilled(stderr, re) // the other ranks have printed their own errors
@@ -214,8 +238,9 @@ func shareCores(env bootstrap.Env) {
 
 func worker(ctx context.Context, env bootstrap.Env, opts options, stdout io.Writer, report *failReport) (err error) {
 	shareCores(env)
+	cpu := -1
 	if opts.bind == "core" && env.LocalSize > 0 {
-		if _, err := launch.BindCore(env.LocalRank); err != nil {
+		if cpu, err = launch.BindCore(env.LocalRank); err != nil {
 			return err
 		}
 	}
@@ -252,11 +277,18 @@ func worker(ctx context.Context, env bootstrap.Env, opts options, stdout io.Writ
 	defer opts.metrics.Close()
 
 	lead := env.Rank == 0
+	setup, cancel = setupContext(ctx, opts)
+	ranks, err := rankLines(setup, store, env, rankLine(env, cpu, opts.transports))
+	cancel()
+	if err != nil {
+		return err
+	}
 	out := io.Discard
-	prog := newProgress(lead && !opts.quiet, len(opts.transports)*len(opts.algos)*len(opts.bench.Sizes())*max(opts.rounds, 1))
+	prog := newProgress(lead && !opts.quiet, os.Stderr, runWork(opts, env.Size), runSizes(opts, env.Size))
 	defer prog.Finish()
 	if lead {
 		out = prog.Writer(stdout)
+		writeRunHeader(out, opts, env, ranks)
 	}
 	writeSkipped(out, opts.skipped)
 	var reports []bench.Report
@@ -280,7 +312,7 @@ func worker(ctx context.Context, env bootstrap.Env, opts options, stdout io.Writ
 	}
 	if lead {
 		file := bench.File{Schema: bench.SchemaVersion, Environment: bench.CurrentEnvironment(), Reports: reports}
-		if err := writeOutputs(opts.jsonPath, opts.csvPath, opts.plotPath, file); err != nil {
+		if err := writeOutputs(opts.jsonPath, opts.csvPath, opts.plotPath, file, opts.samples); err != nil {
 			return err
 		}
 		if wrong == 0 {
@@ -295,8 +327,55 @@ func worker(ctx context.Context, env bootstrap.Env, opts options, stdout io.Writ
 	return nil
 }
 
+// variant is one dtype, op and root of a run (-d all, -o all, -r all).
+type variant struct {
+	dtype reduce.DType
+	op    reduce.Op
+	root  int
+}
+
+// variants lists the run's dtypes, ops and roots, as nccl-tests loops
+// over them: ops only for reducing collectives, roots only for rooted
+// ones.
+func variants(opts options, size int) []variant {
+	ops := opts.ops
+	if !bench.Reduces(opts.coll) {
+		ops = ops[:1]
+	}
+	roots := []int{opts.root}
+	if opts.rootAll && bench.Rooted(opts.coll) {
+		roots = roots[:0]
+		for r := range size {
+			roots = append(roots, r)
+		}
+	}
+	var vs []variant
+	for _, d := range opts.dtypes {
+		for _, o := range ops {
+			for _, r := range roots {
+				vs = append(vs, variant{d, o, r})
+			}
+		}
+	}
+	return vs
+}
+
+// runWork is the run's estimated work for the progress display, and
+// runSizes its number of sizes.
+func runWork(opts options, size int) float64 {
+	return float64(runRepeats(opts, size)) * sweepWork(opts.bench)
+}
+
+func runSizes(opts options, size int) int {
+	return runRepeats(opts, size) * int(opts.bench.NumSizes())
+}
+
+func runRepeats(opts options, size int) int {
+	return len(opts.transports) * len(opts.algos) * max(opts.rounds, 1) * max(opts.cycles, 1) * len(variants(opts, size))
+}
+
 // runTransport connects the named transport (with its own keys in the
-// job's store) and sweeps every algorithm over it.
+// job's store) and sweeps every variant and algorithm over it, -N times.
 func runTransport(ctx context.Context, env bootstrap.Env, store bootstrap.Store, tr string, opts options, out io.Writer, prog *progress, report *failReport) (reports []bench.Report, err error) {
 	setup, cancel := setupContext(ctx, opts)
 	defer cancel()
@@ -325,28 +404,45 @@ func runTransport(ctx context.Context, env bootstrap.Env, store bootstrap.Store,
 		comm.Close()
 	}()
 	opts.metrics.add(comm, tr)
-	if opts.root >= comm.Size() {
-		return nil, usageError{fmt.Errorf("--root %d is not a rank of %d (0 to %d)", opts.root, comm.Size(), comm.Size()-1)}
-	}
-	if opts.interleave {
-		reports, err = runInterleaved(ctx, comm, tr, opts, out, prog)
-		if err != nil {
-			return reports, err
+	for cycle := 1; cycle <= max(opts.cycles, 1); cycle++ {
+		for _, v := range variants(opts, comm.Size()) {
+			cfg := opts.bench
+			cfg.DType, cfg.Op = v.dtype, v.op
+			var rs []bench.Report
+			if opts.interleave {
+				rs, err = runInterleaved(ctx, comm, tr, opts, cfg, v.root, out, prog)
+			} else {
+				rs, err = runEach(ctx, comm, tr, opts, cfg, v.root, out, prog)
+			}
+			for i := range rs {
+				if opts.cycles > 1 {
+					rs[i].Cycle = cycle
+				}
+			}
+			reports = append(reports, rs...)
+			if err != nil {
+				return reports, err
+			}
 		}
-		return reports, finishObserving(ctx, comm, tr, opts, out)
 	}
+	return reports, finishObserving(ctx, comm, tr, opts, out)
+}
+
+// runEach sweeps the sizes with each algorithm in turn.
+func runEach(ctx context.Context, comm *collkit.Comm, tr string, opts options, cfg bench.Config, root int, out io.Writer, prog *progress) ([]bench.Report, error) {
+	var reports []bench.Report
 	for _, algo := range opts.algos {
 		if err := comm.SetAlgorithm(algo); err != nil {
 			return reports, usageError{err}
 		}
 		prog.Describe(algo + "/" + tr)
-		report, err := runOne(ctx, comm, tr, opts, out, prog)
+		report, err := runOne(ctx, comm, tr, opts, cfg, root, out, prog)
 		if err != nil {
 			return reports, err
 		}
 		reports = append(reports, report)
 	}
-	return reports, finishObserving(ctx, comm, tr, opts, out)
+	return reports, nil
 }
 
 // runInterleaved measures size by size, every algorithm in turn at each
@@ -355,22 +451,22 @@ func runTransport(ctx context.Context, env bootstrap.Env, store bootstrap.Store,
 // printed once all sizes are done.
 // With --rounds R it does all that R times and keeps, for each algorithm
 // and size, the round with the median time.
-func runInterleaved(ctx context.Context, comm *collkit.Comm, tr string, opts options, out io.Writer, prog *progress) ([]bench.Report, error) {
-	sizes := opts.bench.Sizes()
+func runInterleaved(ctx context.Context, comm *collkit.Comm, tr string, opts options, base bench.Config, root int, out io.Writer, prog *progress) ([]bench.Report, error) {
+	sizes := base.Sizes()
 	rounds := make([][][]bench.Row, len(opts.algos)) // algorithm, size, round
 	for i := range rounds {
 		rounds[i] = make([][]bench.Row, len(sizes))
 	}
 	for range max(opts.rounds, 1) {
 		for k, size := range sizes {
-			cfg := opts.bench
+			cfg := base
 			cfg.MinBytes, cfg.MaxBytes = size, size
 			for i, algo := range opts.algos {
 				if err := comm.SetAlgorithm(algo); err != nil {
 					return nil, usageError{err}
 				}
 				prog.Describe(algo + "/" + tr)
-				got, err := bench.RunCollective(ctx, comm, opts.coll, cfg, opts.root, func(bench.Row) { prog.Add(1) })
+				got, err := bench.RunCollective(ctx, comm, opts.coll, cfg, root, func(row bench.Row) { prog.Done(base, size) })
 				if err != nil {
 					return nil, err
 				}
@@ -393,10 +489,10 @@ func runInterleaved(ctx context.Context, comm *collkit.Comm, tr string, opts opt
 		if err := comm.SetAlgorithm(algo); err != nil {
 			return nil, usageError{err}
 		}
-		reports[i] = newReport(comm, tr, opts)
-		reports[i].WriteHeader(out)
+		reports[i] = newReport(comm, tr, opts, base)
+		reports[i].WriteHeader(out, opts.style)
 		for _, row := range rows[i] {
-			bench.WriteRow(out, row)
+			bench.WriteRow(out, row, opts.style)
 		}
 		reports[i].Finish(rows[i])
 		reports[i].WriteFooter(out)
@@ -405,12 +501,12 @@ func runInterleaved(ctx context.Context, comm *collkit.Comm, tr string, opts opt
 }
 
 // runOne sweeps the sizes with the communicator's current algorithm.
-func runOne(ctx context.Context, comm *collkit.Comm, tr string, opts options, out io.Writer, prog *progress) (bench.Report, error) {
-	report := newReport(comm, tr, opts)
-	report.WriteHeader(out)
-	rows, err := bench.RunCollective(ctx, comm, opts.coll, opts.bench, opts.root, func(row bench.Row) {
-		bench.WriteRow(out, row)
-		prog.Add(1)
+func runOne(ctx context.Context, comm *collkit.Comm, tr string, opts options, cfg bench.Config, root int, out io.Writer, prog *progress) (bench.Report, error) {
+	report := newReport(comm, tr, opts, cfg)
+	report.WriteHeader(out, opts.style)
+	rows, err := bench.RunCollective(ctx, comm, opts.coll, cfg, root, func(row bench.Row) {
+		bench.WriteRow(out, row, opts.style)
+		prog.Done(cfg, row.Bytes)
 	})
 	if err != nil {
 		return report, err
@@ -420,20 +516,51 @@ func runOne(ctx context.Context, comm *collkit.Comm, tr string, opts options, ou
 	return report, nil
 }
 
-// newReport describes a sweep with the communicator's current algorithm.
-func newReport(comm *collkit.Comm, tr string, opts options) bench.Report {
+// newReport describes a sweep of cfg with the communicator's current
+// algorithm.
+func newReport(comm *collkit.Comm, tr string, opts options, cfg bench.Config) bench.Report {
 	report := bench.NewReport()
-	report.Collective, report.Algorithm, report.Transport = "allreduce", comm.Algorithm(), tr
+	report.Collective, report.Algorithm, report.Transport = opts.coll, comm.Algorithm(), tr
 	report.Ranks, report.Streams, report.TransportSettings = comm.Size(), opts.streams, transportSettings(opts)
-	report.Iters, report.Warmup, report.Check, report.Seed = opts.bench.Iters, opts.bench.Warmup, opts.bench.Check, opts.bench.Seed
-	report.Collective = opts.coll
+	report.Iters, report.Warmup, report.Check, report.Seed = cfg.Iters, cfg.Warmup, cfg.Check, cfg.Seed
+	report.RankTime, report.SkipIters = cfg.RankTime.String(), cfg.SkipIters
+	if cfg.Sync != bench.SyncNone {
+		report.Blocking = cfg.Sync.NCCL()
+	}
+	if cfg.Group > 1 {
+		report.Group, report.PerOperation = cfg.Group, cfg.PerOperation
+	}
 	if opts.coll != "allreduce" {
 		report.Algorithm = "per size (see the algo column)"
 	}
+	if report.Algorithm == "hierarchical" {
+		report.IntraTransport, report.InterTransport, report.Nodes = hierarchy(tr, comm.Nodes(), collkit.TransportAvailable("shm") == nil)
+	}
 	if report.Iters == 0 {
-		report.MinTimeMS, report.MaxIters = float64(opts.bench.MinTime.Microseconds())/1e3, opts.bench.MaxIters
+		report.MinTimeMS, report.MaxIters = float64(cfg.MinTime.Microseconds())/1e3, cfg.MaxIters
 	}
 	return report
+}
+
+// hierarchy says what the hierarchical algorithm runs on: inside a node of
+// several ranks shared memory where this host has it (collkit.Connect's
+// default, Options.IntraNode empty), else the main transport; between
+// nodes the main transport, or nothing with one node.
+func hierarchy(tr string, nodes []int, shm bool) (intra, inter string, count int) {
+	perNode := map[int]int{}
+	most := 0
+	for _, n := range nodes {
+		perNode[n]++
+		most = max(most, perNode[n])
+	}
+	intra = tr
+	if shm && most > 1 {
+		intra = "shm"
+	}
+	if len(perNode) > 1 {
+		inter = tr
+	}
+	return intra, inter, len(perNode)
 }
 
 // writeTuning fits the cost model to the sweep of every algorithm and saves
@@ -449,224 +576,4 @@ func writeTuning(opts options, reports []bench.Report, lead bool) error {
 	fmt.Printf("# tuning for %d ranks over %s written to %s (use: collbench --algo adaptive --tuning %s)\n",
 		reports[0].Ranks, opts.transports[0], opts.tuneOut, opts.tuneOut)
 	return nil
-}
-
-func parseFlags(args []string, stderr io.Writer) (options, error) {
-	fs := pflag.NewFlagSet("collbench", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.SortFlags = false
-	var o options
-	var size, minB, maxB, dtype, op, algo, transports, tolerance, baseline string
-	if len(args) > 0 && args[0] == "tune" {
-		o.tune, args = true, args[1:]
-		fs.StringVar(&o.tuneOut, "output", "collkit-tune.json", "tune: where to write the tuning file")
-	}
-	fs.StringVar(&o.coll, "coll", "allreduce", "collective to measure: "+strings.Join(bench.Collectives(), ", "))
-	fs.IntVarP(&o.root, "root", "r", 0, "root rank of broadcast, reduce, gather and scatter")
-	fs.IntVar(&o.bench.Group, "group", 1, "all-reduces per iteration, issued as one fused group (like ncclGroupStart/End with Horovod's tensor fusion); times are for the whole group")
-	fs.BoolVar(&o.bench.NoFusion, "no-fusion", false, "with --group: issue the all-reduces one by one instead, for comparison")
-	fs.BoolVar(&o.stats, "stats", false, "print rank 0's communication statistics (ops, bytes, p50/p99 per collective and algorithm) after the run")
-	fs.StringVar(&o.tracePath, "trace", "", "write a Chrome/Perfetto trace of every rank's collectives and messages to this file")
-	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this host:port during the run (local rank k on port+k)")
-	fs.StringVarP(&algo, "algo", "a", "ring", "all-reduce algorithm, a comma-separated list, or all: "+strings.Join(collkit.Algorithms(), ", "))
-	fs.BoolVar(&o.interleave, "interleave", false, "with several --algo: measure size by size, every algorithm in turn at each size, so that drift of a noisy machine hits them alike (tables print at the end)")
-	fs.IntVar(&o.rounds, "rounds", 1, "with --interleave: repeat the sweep this many times and keep each size's median (tune: default 3)")
-	fs.StringVar(&o.tuningIn, "tuning", "", "tuning file from 'collbench tune' for --algo adaptive (default $COLLKIT_TUNING)")
-	fs.StringVarP(&transports, "transport", "t", "tcp", "transport, a comma-separated list, or all: "+strings.Join(collkit.Transports(), ", "))
-	fs.IntVar(&o.np, "np", 4, "ranks to launch on this machine when no launcher set RANK/WORLD_SIZE")
-	fs.StringVar(&size, "size", "", "one message size in bytes (K/M/G suffixes); sets -b and -e")
-	fs.StringVarP(&minB, "minbytes", "b", "8", "smallest message size in bytes (K/M/G suffixes)")
-	fs.StringVarP(&maxB, "maxbytes", "e", "64M", "largest message size in bytes (K/M/G suffixes)")
-	fs.Int64VarP(&o.bench.StepFactor, "stepfactor", "f", 2, "multiply the size by this between steps")
-	fs.IntVarP(&o.bench.Iters, "iters", "n", 0, "timed iterations per size (default: as many as --min-time takes)")
-	fs.DurationVar(&o.bench.MinTime, "min-time", 100*time.Millisecond, "without -n: iterate each size until this much time is spent timing it")
-	fs.IntVar(&o.bench.MaxIters, "max-iters", 1000, "without -n: at most this many iterations per size")
-	fs.IntVarP(&o.bench.Warmup, "warmup_iters", "w", 5, "untimed warm-up iterations per size")
-	fs.IntVarP(&o.bench.Check, "check", "c", 1, "verified iterations per size (0 disables the check)")
-	fs.StringVarP(&dtype, "datatype", "d", "float32", "element type: float32, float64, int32, int64, uint8, float16, bfloat16")
-	fs.StringVarP(&op, "op", "o", "sum", "reduction: sum, prod, min, max, avg")
-	fs.Uint64Var(&o.bench.Seed, "seed", 1, "seed of the checked inputs")
-	fs.IntVar(&o.streams, "streams", 1, "TCP connections per peer")
-	o.spinWait = autoSpin
-	fs.Var(spinFlag{&o.spinWait}, "spin-wait", "how long a TCP receive polls, yielding the core between polls, before sleeping: auto (learned per peer from its recent waits) or a duration (0 disables)")
-	fs.StringVar(&o.bind, "bind", "core", "bind each local rank to one core, as mpirun --bind-to core (left alone when a launcher already bound it), or none")
-	fs.IntVar(&o.nodes, "nodes", 0, "split the ranks into this many simulated nodes for --algo hierarchical (default: group by host name or $COLLKIT_NODE)")
-	fs.StringVar(&o.jsonPath, "json", "", "write the results as JSON to this file (rank 0; schema in bench/SCHEMA.md)")
-	fs.StringVar(&o.csvPath, "csv", "", "write the results as CSV to this file (rank 0)")
-	fs.StringVar(&o.plotPath, "plot", "", "draw busbw and latency against size to this .png or .svg file (rank 0)")
-	fs.StringVar(&baseline, "baseline", "", "compare with this earlier --json result and fail (exit 1) on a regression beyond --tolerance")
-	addGateFlags(fs, &tolerance, &o.gates.minBW)
-	fs.BoolVarP(&o.quiet, "quiet", "q", false, "no progress bar on stderr")
-	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "fail a collective that takes longer than this (a dead or stuck peer)")
-	fs.DurationVar(&o.connectTimeout, "connect-timeout", 30*time.Second, "give up setting up after this long: all ranks joining the store (the missing ones are named; COLLKIT_DEBUG=INFO logs them every 5 s), and then connecting each transport")
-	o.tls.flags(fs)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: collbench [flags]\n       collbench tune [flags]\n       collbench compare BASE.json NEW.json [--tolerance 10%%] [--min-bw GB/s]\n       collbench plot RESULT.json... [-o FILE.png|FILE.svg]\n\n"+
-			"Measures and verifies collectives (all-reduce by default) between local ranks (or ranks started by torchrun, mpirun or srun).\n\nFlags:\n%s", fs.FlagUsages())
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return o, err
-		}
-		return o, fmt.Errorf("%v (see collbench --help)", err)
-	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected argument %q (see collbench --help)", fs.Arg(0))
-	}
-	o.npSet = fs.Changed("np")
-	o.interleave = o.interleave || o.tune || o.rounds > 1 // tune compares its candidates size by size
-	if o.tune && !fs.Changed("rounds") {
-		o.rounds = 3
-	}
-	if size != "" {
-		minB, maxB = size, size
-	}
-	var err error
-	if o.bench.DType, err = reduce.ParseDType(dtype); err != nil {
-		return o, fmt.Errorf("--datatype: %w", err)
-	}
-	if o.bench.Op, err = reduce.ParseOp(op); err != nil {
-		return o, fmt.Errorf("--op: %w", err)
-	}
-	if o.tune && !fs.Changed("algo") {
-		algo = strings.Join(adaptiveCandidates(), ",") // what adaptive chooses among
-	}
-	if o.algos, err = parseAlgos(algo, o.tune); err != nil {
-		return o, err
-	}
-	if o.bench.Group < 1 {
-		return o, fmt.Errorf("--group %d: must be at least 1", o.bench.Group)
-	}
-	if o.bench.Group > 1 && o.coll != "allreduce" {
-		return o, fmt.Errorf("--group applies to --coll allreduce only")
-	}
-	if !bench.IsCollective(o.coll) {
-		return o, fmt.Errorf("--coll %q: unknown collective (use one of %s)", o.coll, strings.Join(bench.Collectives(), ", "))
-	}
-	if o.coll != "allreduce" {
-		o.algos = o.algos[:1] // --algo picks the all-reduce algorithm only
-	}
-	if o.tune && o.coll != "allreduce" {
-		return o, fmt.Errorf("--coll %s: tune fits the all-reduce cost model only; drop --coll", o.coll)
-	}
-	if o.root < 0 || o.npSet && o.np >= 1 && o.root >= o.np {
-		return o, fmt.Errorf("--root %d: must be a rank, 0 to the number of ranks - 1", o.root)
-	}
-	if o.transports, o.skipped, err = parseTransports(transports, collkit.Transports(), collkit.TransportAvailable); err != nil {
-		return o, err
-	}
-	if o.tune && len(o.transports) > 1 {
-		return o, fmt.Errorf("--transport %s: tune fits one transport at a time; name one", transports)
-	}
-	if o.gates.tolerance, err = parseTolerance(tolerance); err != nil {
-		return o, err
-	}
-	if o.plotPath != "" {
-		if err := checkPlotPath(o.plotPath); err != nil {
-			return o, err
-		}
-	}
-	if baseline != "" {
-		f, err := bench.ReadJSONFile(baseline)
-		if err != nil {
-			return o, fmt.Errorf("--baseline: %w", err)
-		}
-		o.gates.baseline, o.baseline = baseline, &f
-	}
-	o.bench.KeepSamples = true // for --json and --baseline comparisons
-	es := int64(o.bench.DType.Size())
-	flagName := map[bool]string{true: "--size", false: "--minbytes"}[size != ""]
-	if o.bench.MinBytes, err = parseSize(flagName, minB, es); err != nil {
-		return o, err
-	}
-	flagName = map[bool]string{true: "--size", false: "--maxbytes"}[size != ""]
-	if o.bench.MaxBytes, err = parseSize(flagName, maxB, es); err != nil {
-		return o, err
-	}
-	switch {
-	case o.bench.MaxBytes < o.bench.MinBytes:
-		return o, fmt.Errorf("--maxbytes %d is smaller than --minbytes %d", o.bench.MaxBytes, o.bench.MinBytes)
-	case o.np < 1:
-		return o, fmt.Errorf("--np %d: the number of ranks must be at least 1", o.np)
-	case o.bench.StepFactor < 2:
-		return o, fmt.Errorf("--stepfactor %d: must be at least 2", o.bench.StepFactor)
-	case o.bench.Iters < 0:
-		return o, fmt.Errorf("--iters %d: must be at least 1 (or left out for --min-time)", o.bench.Iters)
-	case o.bench.Iters == 0 && (o.bench.MinTime <= 0 || o.bench.MaxIters < 1):
-		return o, fmt.Errorf("--min-time %v, --max-iters %d: without -n both must be positive", o.bench.MinTime, o.bench.MaxIters)
-	case o.gates.minBW < 0:
-		return o, fmt.Errorf("--min-bw %g: must not be negative", o.gates.minBW)
-	case o.bench.Warmup < 0 || o.bench.Check < 0:
-		return o, fmt.Errorf("--warmup_iters and --check must not be negative")
-	case o.nodes < 0 || o.nodes > o.np && o.npSet:
-		return o, fmt.Errorf("--nodes %d: must be between 1 and the number of ranks", o.nodes)
-	case o.streams < 1:
-		return o, fmt.Errorf("--streams %d: must be at least 1", o.streams)
-	case o.rounds < 1:
-		return o, fmt.Errorf("--rounds %d: must be at least 1", o.rounds)
-	case o.bind != "core" && o.bind != "none":
-		return o, fmt.Errorf("--bind %q: want core or none", o.bind)
-	case !o.tls.complete():
-		return o, fmt.Errorf("--tls-cert, --tls-key and --tls-ca go together: give all three or none")
-	case o.timeout <= 0 || o.connectTimeout <= 0:
-		return o, fmt.Errorf("--timeout and --connect-timeout must be positive durations such as 30s")
-	}
-	return o, nil
-}
-
-// parseAlgos expands --algo: a name, a comma-separated list or "all". Tune
-// measures the fixed algorithms only, so adaptive is left out of its "all".
-// adaptiveCandidates names the algorithms the adaptive algorithm chooses
-// among, which tune measures unless --algo says otherwise.
-func adaptiveCandidates() []string {
-	var names []string
-	for _, a := range adaptive.Defaults() {
-		names = append(names, a.Name)
-	}
-	return names
-}
-
-func parseAlgos(s string, tune bool) ([]string, error) {
-	known := collkit.Algorithms()
-	if s == "all" {
-		if tune {
-			return slices.DeleteFunc(known, func(a string) bool { return a == "adaptive" }), nil
-		}
-		return known, nil
-	}
-	var algos []string
-	for _, a := range strings.Split(s, ",") {
-		a = strings.TrimSpace(a)
-		if !slices.Contains(known, a) {
-			return nil, fmt.Errorf("--algo %q: unknown algorithm (use one of %s, or all)", a, strings.Join(known, ", "))
-		}
-		algos = append(algos, a)
-	}
-	return algos, nil
-}
-
-// parseSize reads a byte count with an optional K, M or G suffix (powers of
-// 1024, as nccl-tests reads them) that must be a whole number of elements.
-func parseSize(flag, s string, elemSize int64) (int64, error) {
-	t := strings.ToUpper(strings.TrimSpace(s))
-	t = strings.TrimSuffix(t, "B")
-	mult := int64(1)
-	switch {
-	case strings.HasSuffix(t, "K"):
-		mult, t = 1<<10, strings.TrimSuffix(t, "K")
-	case strings.HasSuffix(t, "M"):
-		mult, t = 1<<20, strings.TrimSuffix(t, "M")
-	case strings.HasSuffix(t, "G"):
-		mult, t = 1<<30, strings.TrimSuffix(t, "G")
-	}
-	v, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || v <= 0 {
-		return 0, fmt.Errorf("%s %q: not a positive byte count (examples: 8, 64K, 16M, 1G)", flag, s)
-	}
-	b := v * mult
-	if b%elemSize != 0 {
-		return 0, fmt.Errorf("%s %s: %d bytes is not a multiple of the element size %d; pick a size divisible by %d",
-			flag, s, b, elemSize, elemSize)
-	}
-	return b, nil
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/collkit/collkit/algo/adaptive"
 	"github.com/collkit/collkit/bench"
 )
 
@@ -131,6 +132,13 @@ func TestBadInput(t *testing.T) {
 		{"group zero", nil, []string{"--group", "0"}, "--group 0"},
 		{"group of broadcasts", nil, []string{"--group", "4", "--coll", "broadcast"}, "--group applies to --coll allreduce only"},
 		{"bad size", nil, []string{"--size", "lots"}, "not a positive byte count"},
+		{"no iterations", nil, []string{"-n", "0"}, "-n 0: at least one timed iteration"},
+		{"root not a rank", nil, []string{"--root", "5", "--coll", "broadcast"}, "--root 5 is not a rank of 4"},
+		{"root not a rank under a launcher", []string{"RANK=0", "WORLD_SIZE=2"}, []string{"--root", "2"}, "rank 0: --root 2 is not a rank of 2"},
+		{"old -t", nil, []string{"-t", "shm"}, "--transport shm"},
+		{"old -a", nil, []string{"-a", "tree"}, "--algo tree"},
+		{"more memory than -M", nil, []string{"--size", "64M", "-M", "1M"}, "more than -M 1.0 MiB allows"},
+		{"tuning for other ranks", nil, []string{"--algo", "adaptive", "--tuning", tuningFor(t, 2), "--np", "3"}, "no entry for 3 ranks over tcp"},
 		{"unknown flag", nil, []string{"--frobnicate"}, "unknown flag"},
 		{"bad RANK", []string{"RANK=x", "WORLD_SIZE=2"}, []string{"--size", "64"}, "RANK"},
 		{"unreachable MASTER_ADDR", []string{"RANK=1", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + closedPort(t)},
@@ -155,6 +163,31 @@ func TestBadInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A mistake every rank of a launched job finds alike is reported by rank 0
+// only: the others exit 2 without a word.
+func TestUsageErrorOncePerJob(t *testing.T) {
+	for _, args := range [][]string{{"--root", "7"}, {"-n", "0"}} {
+		stdout, stderr, code := collbench(t, []string{"RANK=1", "WORLD_SIZE=4"}, args...)
+		if code != 2 || stdout != "" || stderr != "" {
+			t.Errorf("%v on rank 1: exit %d, stdout %q, stderr %q; want 2 and silence (rank 0 says it)", args, code, stdout, stderr)
+		}
+	}
+}
+
+// tuningFor writes a tuning file with fits for ranks ranks over tcp.
+func tuningFor(t *testing.T, ranks int) string {
+	path := filepath.Join(t.TempDir(), "tune.json")
+	table := &adaptive.Table{Schema: adaptive.Schema}
+	for _, a := range adaptive.Defaults() {
+		table.Entries = append(table.Entries, adaptive.Entry{Transport: "tcp", Ranks: ranks, Algorithm: a.Name,
+			Fits: []adaptive.Fit{{LatencyUS: 10, BandwidthGBs: 1}}})
+	}
+	if err := table.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // closedPort returns a loopback port nobody listens on.

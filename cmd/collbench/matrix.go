@@ -57,27 +57,52 @@ func writeSkipped(w io.Writer, skipped []unavailable) {
 }
 
 // writeMatrix prints, for several combinations, a summary per combination
-// and per size the winner (lowest median out-of-place time).
+// and per size the winner (lowest out-of-place time), all from the time
+// column, the statistic the tables show.
 func writeMatrix(w io.Writer, reports []bench.Report, skipped []unavailable) {
-	fmt.Fprintf(w, "#\n# Summary per combination (out-of-place; latency = median iteration time of the slowest rank)\n")
-	fmt.Fprintf(w, "# %-36s %10s %14s %10s %12s %10s\n", "combination", "avg busbw", "best latency", "at size", "fit latency", "fit busbw")
-	fmt.Fprintf(w, "# %-36s %10s %14s %10s %12s %10s\n", "", "(GB/s)", "(us)", "(B)", "(us)", "(GB/s)")
-	for _, r := range reports {
-		fmt.Fprintf(w, "  %-36s %10s %14.2f %10d %12.2f %10s\n", r.Label(), bench.FormatGB(r.AvgBusBW),
-			r.BestLatencyUS, r.BestLatencyBytes, r.FitLatencyUS, bench.FormatGB(r.FitBusBW))
+	labels := bench.DistinctLabels(reports, nil)
+	stat := timeStatistic(reports)
+	fmt.Fprintf(w, "#\n# Summary per combination (out-of-place; time = %s)\n", stat)
+	width := 36
+	for _, l := range labels {
+		width = max(width, len(l))
+	}
+	fmt.Fprintf(w, "# %-*s %10s %14s %10s %12s %10s\n", width, "combination", "avg busbw", "best time", "at size", "fit latency", "fit busbw")
+	fmt.Fprintf(w, "# %-*s %10s %14s %10s %12s %10s\n", width, "", "(GB/s)", "(us)", "(B)", "(us)", "(GB/s)")
+	noFit, noLatency := false, false
+	for i, r := range reports {
+		lat, bw := "-", "-"
+		switch {
+		case !r.HasFit():
+			noFit = true
+		case r.FitNoLatency:
+			noLatency = true
+			bw = bench.FormatGB(r.FitBusBW)
+		default:
+			lat, bw = fmt.Sprintf("%.2f", r.FitLatencyUS), bench.FormatGB(r.FitBusBW)
+		}
+		fmt.Fprintf(w, "  %-*s %10s %14.2f %10d %12s %10s\n", width, labels[i], bench.FormatGB(r.AvgBusBW),
+			r.BestLatencyUS, r.BestLatencyBytes, lat, bw)
+	}
+	if noFit {
+		fmt.Fprintf(w, "# fit -: no line t = latency + bytes/bandwidth fits (fewer than two sizes, or times that do not grow with size)\n")
+	}
+	if noLatency {
+		fmt.Fprintf(w, "# fit latency -: times grew faster than linearly with size, so the line goes through the origin and has no latency term\n")
 	}
 	writeSkipped(w, skipped)
 
-	fmt.Fprintf(w, "#\n# Per size: median out-of-place time in us (* = fastest)\n# %10s", "size")
-	for _, r := range reports {
-		fmt.Fprintf(w, " %22s", shortLabel(r, reports))
+	fmt.Fprintf(w, "#\n# Per size: out-of-place time in us (%s; * = fastest)\n# %10s", stat, "size")
+	short := shortLabels(reports, labels)
+	for _, l := range short {
+		fmt.Fprintf(w, " %22s", l)
 	}
 	fmt.Fprintf(w, "  %s\n", "winner")
 	for i, row := range reports[0].Rows {
 		best := -1
 		for j, r := range reports {
 			if i < len(r.Rows) && r.Rows[i].Bytes == row.Bytes &&
-				(best < 0 || r.Rows[i].OutOfPlace.Typical() < reports[best].Rows[i].OutOfPlace.Typical()) {
+				(best < 0 || r.Rows[i].OutOfPlace.TimeUS < reports[best].Rows[i].OutOfPlace.TimeUS) {
 				best = j
 			}
 		}
@@ -91,27 +116,54 @@ func writeMatrix(w io.Writer, reports []bench.Report, skipped []unavailable) {
 			if j == best {
 				mark = "*"
 			}
-			cell := fmt.Sprintf("%.2f%s", r.Rows[i].OutOfPlace.Typical(), mark)
+			cell := fmt.Sprintf("%.2f%s", r.Rows[i].OutOfPlace.TimeUS, mark)
 			if r.Algorithm == "adaptive" {
 				cell = fmt.Sprintf("(%s) %s", r.Rows[i].Algorithm, cell)
 			}
 			fmt.Fprintf(w, " %22s", cell)
 		}
-		fmt.Fprintf(w, "  %s\n", shortLabel(reports[best], reports))
+		fmt.Fprintf(w, "  %s\n", short[best])
 	}
 }
 
-// shortLabel names a combination by what differs between the reports:
-// the algorithm, and the transport when there are several.
-func shortLabel(r bench.Report, all []bench.Report) string {
-	transports := map[string]bool{}
-	for _, o := range all {
-		transports[o.Transport] = true
+// timeStatistic names the reports' time column, or says it differs.
+func timeStatistic(reports []bench.Report) string {
+	t, _ := bench.ParseRankTime(reports[0].RankTime)
+	for _, r := range reports {
+		if r.RankTime != reports[0].RankTime {
+			return "each combination's own -a"
+		}
 	}
-	if len(transports) > 1 {
-		return r.Algorithm + "/" + r.Transport
+	return t.Short()
+}
+
+// shortLabels names the combinations by what differs between them: of
+// collective, algorithm, transports and ranks the parts that are not the
+// same for all, then what DistinctLabels added.
+func shortLabels(reports []bench.Report, labels []string) []string {
+	parts := []func(bench.Report) string{
+		func(r bench.Report) string { return r.Collective },
+		func(r bench.Report) string { return r.Algorithm },
+		func(r bench.Report) string { return r.TransportsRan() },
+		func(r bench.Report) string { return fmt.Sprintf("%dr", r.Ranks) },
 	}
-	return r.Algorithm
+	out := make([]string, len(labels))
+	for i, r := range reports {
+		var keep []string
+		for _, part := range parts {
+			for _, o := range reports {
+				if part(o) != part(reports[0]) {
+					keep = append(keep, part(r))
+					break
+				}
+			}
+		}
+		out[i] = strings.TrimSpace(strings.Join(keep, "/") + strings.TrimPrefix(labels[i], r.Label()))
+		if out[i] == "" {
+			out[i] = r.Algorithm
+		}
+	}
+	return out
 }
 
 // transportSettings records the transport flags in a report.
