@@ -2,11 +2,11 @@ package collkit
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"sync/atomic"
 	"time"
 
+	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
 )
 
@@ -31,15 +31,21 @@ const (
 )
 
 // callWatch runs the check of WatchPeriod with one timer per communicator,
-// armed while collectives run. A collective pays a few atomic stores.
+// armed while collectives run. A collective pays two atomic stores (and
+// three more when it differs from the one before).
 type callWatch struct {
 	c     atomic.Pointer[Comm] // set with the timer, read on its goroutine
 	timer atomic.Pointer[time.Timer]
 	armed atomic.Bool
 	// live is 1 + the sequence number of the collective in progress, 0
-	// between collectives and while hdr is rewritten (a sequence lock).
+	// between collectives and while call is rewritten (a sequence lock).
 	live atomic.Uint64
-	hdr  [transport.HeaderSize / 8]atomic.Uint64 // its header, encoded
+	// call is what identifies the collective in progress: Count;
+	// Comm | Root<<32; Coll | DType<<8 | Op<<16.
+	call [3]atomic.Uint64
+	// last is call's value, kept by the callers (who hold c.mu) so that a
+	// collective like the one before it stores only live.
+	last [3]uint64
 	// The timer's goroutine only: live at the last tick, and for how many
 	// ticks in a row the same collective was seen.
 	seen  uint64
@@ -52,11 +58,13 @@ func (w *callWatch) begin(c *Comm, h transport.Header) {
 	if h.Coll == transport.CollNone || h.Coll == transport.CollSendRecv {
 		return // point-to-point numbers its messages per peer
 	}
-	w.live.Store(0)
-	var b [transport.HeaderSize]byte
-	h.Encode(b[:])
-	for i := range w.hdr {
-		w.hdr[i].Store(binary.LittleEndian.Uint64(b[8*i:]))
+	call := [3]uint64{h.Count, uint64(h.Comm) | uint64(uint32(h.Root))<<32, uint64(h.Coll) | uint64(h.DType)<<8 | uint64(h.Op)<<16}
+	if call != w.last {
+		w.live.Store(0)
+		for i, v := range call {
+			w.call[i].Store(v)
+		}
+		w.last = call
 	}
 	w.live.Store(h.Seq + 1)
 	if w.armed.Load() || !w.armed.CompareAndSwap(false, true) {
@@ -98,13 +106,13 @@ func (w *callWatch) tick() {
 // the same call number that belongs to another call interrupts the
 // collective.
 func (w *callWatch) check(live uint64, ticks int) {
-	var b [transport.HeaderSize]byte
-	for i := range w.hdr {
-		binary.LittleEndian.PutUint64(b[8*i:], w.hdr[i].Load())
-	}
-	want, err := transport.Decode(b[:])
-	if err != nil || w.live.Load() != live {
+	count, commRoot, kind := w.call[0].Load(), w.call[1].Load(), w.call[2].Load()
+	if w.live.Load() != live {
 		return // the collective ended while its header was read
+	}
+	want := transport.Header{
+		Seq: live - 1, Count: count, Comm: uint32(commRoot), Root: int32(uint32(commRoot >> 32)),
+		Coll: transport.Coll(kind), DType: reduce.DType(kind >> 8), Op: reduce.Op(kind >> 16),
 	}
 	c := w.c.Load()
 	for _, t := range []transport.Transport{c.t, c.intra} {
