@@ -148,16 +148,17 @@ func collectiveCases(n int, dt DType, op Op, count int, inPlace bool) []collCase
 				return wrong(dt, recv, want)
 			}},
 			collCase{fmt.Sprintf("scatter root %d", root), func(ctx context.Context, c *Comm, r int, seed uint64) error {
-				all := algotest.Input(dt, op, n*count, seed, root)
 				var send []byte
 				if r == root {
-					send = all
+					send = algotest.Input(dt, op, n*count, seed, root)
 				}
 				recv := algotest.Poisoned(count * es)
 				if err := c.Scatter(ctx, dt, send, recv, root); err != nil {
 					return err
 				}
-				return wrong(dt, recv, all[r*count*es:(r+1)*count*es])
+				want := make([]byte, count*es)
+				verify.FillFrom(dt, op, want, seed, root, r*count)
+				return wrong(dt, recv, want)
 			}},
 		)
 	}
@@ -187,9 +188,9 @@ func collectiveCases(n int, dt DType, op Op, count int, inPlace bool) []collCase
 			if err := c.ReduceScatter(ctx, dt, op, send, recv); err != nil {
 				return err
 			}
-			want := make([]byte, n*count*es)
-			verify.Expect(dt, op, want, seed, n)
-			return wrong(dt, recv, want[r*count*es:(r+1)*count*es])
+			want := make([]byte, count*es)
+			verify.ExpectFrom(dt, op, want, seed, n, r*count)
+			return wrong(dt, recv, want)
 		}},
 		collCase{"alltoall", func(ctx context.Context, c *Comm, r int, seed uint64) error {
 			send := algotest.Input(dt, op, n*count, seed, r)
@@ -200,9 +201,11 @@ func collectiveCases(n int, dt DType, op Op, count int, inPlace bool) []collCase
 			if err := c.AllToAll(ctx, dt, send, recv); err != nil {
 				return err
 			}
-			want := make([]byte, 0, len(recv))
+			// Block r of every rank's send, made alone: each rank making
+			// every rank's whole input cost n^3 blocks a call.
+			want := make([]byte, len(recv))
 			for k := range n {
-				want = append(want, algotest.Input(dt, op, n*count, seed, k)[r*count*es:(r+1)*count*es]...)
+				verify.FillFrom(dt, op, want[k*count*es:(k+1)*count*es], seed, k, r*count)
 			}
 			return wrong(dt, recv, want)
 		}},

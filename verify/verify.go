@@ -31,8 +31,14 @@ func mix(x uint64) uint64 {
 
 // Fill writes rank's seeded input into buf, len(buf)/dt.Size() elements.
 func Fill(dt reduce.DType, op reduce.Op, buf []byte, seed uint64, rank int) {
+	FillFrom(dt, op, buf, seed, rank, 0)
+}
+
+// FillFrom is Fill of a block of a longer input: it writes elements first,
+// first+1, ... of rank's seeded input into buf.
+func FillFrom(dt reduce.DType, op reduce.Op, buf []byte, seed uint64, rank, first int) {
 	encode(dt, buf, func(i int) (float64, int64) {
-		v := Value(seed, rank, i, op)
+		v := Value(seed, rank, first+i, op)
 		return float64(v), v
 	})
 }
@@ -40,8 +46,15 @@ func Fill(dt reduce.DType, op reduce.Op, buf []byte, seed uint64, rank int) {
 // Expect writes into buf the exact all-reduce of the inputs that Fill gives
 // ranks 0..n-1.
 func Expect(dt reduce.DType, op reduce.Op, buf []byte, seed uint64, n int) {
+	ExpectFrom(dt, op, buf, seed, n, 0)
+}
+
+// ExpectFrom is Expect of a block of a longer result: it writes elements
+// first, first+1, ... of the all-reduce into buf.
+func ExpectFrom(dt reduce.DType, op reduce.Op, buf []byte, seed uint64, n, first int) {
 	isFloat := dt == reduce.Float32 || dt == reduce.Float64 || dt == reduce.Float16 || dt == reduce.BFloat16
 	encode(dt, buf, func(i int) (float64, int64) {
+		i += first
 		f := float64(Value(seed, 0, i, op))
 		v := Value(seed, 0, i, op)
 		for r := 1; r < n; r++ {

@@ -100,3 +100,25 @@ func TestFillLayout(t *testing.T) {
 		}
 	}
 }
+
+// FillFrom and ExpectFrom write the same bytes as a block of what Fill and
+// Expect write.
+func TestFromIsABlock(t *testing.T) {
+	const count, first, n = 5003, 1201, 5
+	for _, dt := range reduce.DTypes {
+		for _, op := range reduce.Ops {
+			es := dt.Size()
+			whole, block := make([]byte, count*es), make([]byte, 2000*es)
+			verify.Fill(dt, op, whole, 9, 2)
+			verify.FillFrom(dt, op, block, 9, 2, first)
+			if w := verify.Wrong(dt, block, whole[first*es:first*es+len(block)]); w != 0 {
+				t.Errorf("%v %v: FillFrom differs from Fill in %d elements", dt, op, w)
+			}
+			verify.Expect(dt, op, whole, 9, n)
+			verify.ExpectFrom(dt, op, block, 9, n, first)
+			if w := verify.Wrong(dt, block, whole[first*es:first*es+len(block)]); w != 0 {
+				t.Errorf("%v %v: ExpectFrom differs from Expect in %d elements", dt, op, w)
+			}
+		}
+	}
+}
