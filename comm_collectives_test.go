@@ -62,9 +62,9 @@ func wrong(dt DType, got, want []byte) error {
 var collCounts = []int{0, 1, 3, 131, 1031}
 
 // testCollectives runs every collective against a naive reference: every
-// dtype, every op (rotating with the count), every root, in place and out
-// of place, with the tree path and (treeBytes < 0) the ring path.
-func testCollectives(t *testing.T, world algotest.World, sizes []int, counts []int) {
+// dtype of dtypes, every op (rotating with the count), every root, in place
+// and out of place, with the tree path and (treeBytes < 0) the ring path.
+func testCollectives(t *testing.T, world algotest.World, sizes []int, counts []int, dtypes []DType) {
 	for _, n := range sizes {
 		for _, path := range []string{"tree", "ring"} {
 			t.Run(fmt.Sprintf("n=%d/%s", n, path), func(t *testing.T) {
@@ -75,7 +75,7 @@ func testCollectives(t *testing.T, world algotest.World, sizes []int, counts []i
 					}
 				}
 				var seed uint64
-				for di, dt := range reduce.DTypes {
+				for di, dt := range dtypes {
 					for ci, count := range counts {
 						op := reduce.Ops[(ci+di)%len(reduce.Ops)]
 						inPlace := (ci+di)%2 == 0
@@ -148,16 +148,17 @@ func collectiveCases(n int, dt DType, op Op, count int, inPlace bool) []collCase
 				return wrong(dt, recv, want)
 			}},
 			collCase{fmt.Sprintf("scatter root %d", root), func(ctx context.Context, c *Comm, r int, seed uint64) error {
-				all := algotest.Input(dt, op, n*count, seed, root)
 				var send []byte
 				if r == root {
-					send = all
+					send = algotest.Input(dt, op, n*count, seed, root)
 				}
 				recv := algotest.Poisoned(count * es)
 				if err := c.Scatter(ctx, dt, send, recv, root); err != nil {
 					return err
 				}
-				return wrong(dt, recv, all[r*count*es:(r+1)*count*es])
+				want := make([]byte, count*es)
+				verify.FillFrom(dt, op, want, seed, root, r*count)
+				return wrong(dt, recv, want)
 			}},
 		)
 	}
@@ -187,9 +188,9 @@ func collectiveCases(n int, dt DType, op Op, count int, inPlace bool) []collCase
 			if err := c.ReduceScatter(ctx, dt, op, send, recv); err != nil {
 				return err
 			}
-			want := make([]byte, n*count*es)
-			verify.Expect(dt, op, want, seed, n)
-			return wrong(dt, recv, want[r*count*es:(r+1)*count*es])
+			want := make([]byte, count*es)
+			verify.ExpectFrom(dt, op, want, seed, n, r*count)
+			return wrong(dt, recv, want)
 		}},
 		collCase{"alltoall", func(ctx context.Context, c *Comm, r int, seed uint64) error {
 			send := algotest.Input(dt, op, n*count, seed, r)
@@ -200,9 +201,11 @@ func collectiveCases(n int, dt DType, op Op, count int, inPlace bool) []collCase
 			if err := c.AllToAll(ctx, dt, send, recv); err != nil {
 				return err
 			}
-			want := make([]byte, 0, len(recv))
+			// Block r of every rank's send, made alone: each rank making
+			// every rank's whole input cost n^3 blocks a call.
+			want := make([]byte, len(recv))
 			for k := range n {
-				want = append(want, algotest.Input(dt, op, n*count, seed, k)[r*count*es:(r+1)*count*es]...)
+				verify.FillFrom(dt, op, want[k*count*es:(k+1)*count*es], seed, k, r*count)
 			}
 			return wrong(dt, recv, want)
 		}},
@@ -233,15 +236,17 @@ func collectiveCases(n int, dt DType, op Op, count int, inPlace bool) []collCase
 
 func TestCollectivesMem(t *testing.T) {
 	t.Parallel()
-	testCollectives(t, algotest.MemWorld, []int{1, 2, 3, 4, 5, 6, 7, 8}, collCounts)
+	testCollectives(t, algotest.MemWorld, []int{1, 2, 3, 4, 5, 6, 7, 8}, collCounts, reduce.DTypes)
 }
 
-// Over sockets, the sizes from 1 to 5 (one rank, powers of two, odd): the
-// in-memory run covers every size from 1 to 8, and this one took 90 s of the
-// race suite with all eight.
+// Over sockets, the sizes from 1 to 5 (one rank, powers of two, odd) and a
+// dtype of each element size, float and integer: the in-memory run covers
+// every size from 1 to 8 and every dtype, and this one took 90 s of the race
+// suite with all eight sizes, 17 s with every dtype.
 func TestCollectivesTCP(t *testing.T) {
 	t.Parallel() // mostly waiting on sockets: it overlaps with the in-memory run
-	testCollectives(t, algotest.TCPWorld, []int{1, 2, 3, 4, 5}, []int{0, 3, 9001})
+	testCollectives(t, algotest.TCPWorld, []int{1, 2, 3, 4, 5}, []int{0, 3, 9001},
+		[]DType{reduce.Float32, reduce.Int64, reduce.Uint8, reduce.BFloat16})
 }
 
 // Nobody leaves a barrier before everyone has entered it.

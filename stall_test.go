@@ -71,6 +71,8 @@ func TestStuckRankNamed(t *testing.T) {
 		{"tcp/absent", "tree", 3, true, absentTCP},
 	} {
 		t.Run(fmt.Sprintf("%s/%s/%d", tc.name, tc.algo, tc.stuck), func(t *testing.T) {
+			// Mostly waiting, for the timeout and then the probe window.
+			t.Parallel()
 			cs := tc.comms(t, Options{Algorithm: tc.algo, Timeout: timeout}, tc.stuck)
 			start := time.Now()
 			took := make([]time.Duration, n)

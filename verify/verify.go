@@ -31,18 +31,30 @@ func mix(x uint64) uint64 {
 
 // Fill writes rank's seeded input into buf, len(buf)/dt.Size() elements.
 func Fill(dt reduce.DType, op reduce.Op, buf []byte, seed uint64, rank int) {
-	es := dt.Size()
-	for i := 0; i < len(buf)/es; i++ {
-		put(dt, buf[i*es:], float64(Value(seed, rank, i, op)), Value(seed, rank, i, op))
-	}
+	FillFrom(dt, op, buf, seed, rank, 0)
+}
+
+// FillFrom is Fill of a block of a longer input: it writes elements first,
+// first+1, ... of rank's seeded input into buf.
+func FillFrom(dt reduce.DType, op reduce.Op, buf []byte, seed uint64, rank, first int) {
+	encode(dt, buf, func(i int) (float64, int64) {
+		v := Value(seed, rank, first+i, op)
+		return float64(v), v
+	})
 }
 
 // Expect writes into buf the exact all-reduce of the inputs that Fill gives
 // ranks 0..n-1.
 func Expect(dt reduce.DType, op reduce.Op, buf []byte, seed uint64, n int) {
-	es := dt.Size()
+	ExpectFrom(dt, op, buf, seed, n, 0)
+}
+
+// ExpectFrom is Expect of a block of a longer result: it writes elements
+// first, first+1, ... of the all-reduce into buf.
+func ExpectFrom(dt reduce.DType, op reduce.Op, buf []byte, seed uint64, n, first int) {
 	isFloat := dt == reduce.Float32 || dt == reduce.Float64 || dt == reduce.Float16 || dt == reduce.BFloat16
-	for i := 0; i < len(buf)/es; i++ {
+	encode(dt, buf, func(i int) (float64, int64) {
+		i += first
 		f := float64(Value(seed, 0, i, op))
 		v := Value(seed, 0, i, op)
 		for r := 1; r < n; r++ {
@@ -67,7 +79,31 @@ func Expect(dt reduce.DType, op reduce.Op, buf []byte, seed uint64, n int) {
 				v = wrap(dt, v) / int64(n)
 			}
 		}
-		put(dt, buf[i*es:], f, v)
+		return f, v
+	})
+}
+
+// encode writes element i of buf, for every whole element, from elem(i):
+// floats from f (rounded to nearest even), integers from v (wrapped). It
+// builds the bytes in a block on the stack and copies each block out: the
+// race detector checks a copy once but every byte stored into buf on its
+// own, and filling the tables' large buffers byte by byte was most of what
+// the race-enabled algorithm tests spent.
+func encode(dt reduce.DType, buf []byte, elem func(i int) (f float64, v int64)) {
+	es := dt.Size()
+	n := len(buf) / es
+	var block [4096]byte
+	for start := 0; start < n; {
+		m := min(n-start, len(block)/es)
+		for j := range m {
+			f, v := elem(start + j)
+			x := bits(dt, f, v)
+			for k := range es {
+				block[j*es+k] = byte(x >> (8 * k))
+			}
+		}
+		copy(buf[start*es:], block[:m*es])
+		start += m
 	}
 }
 
@@ -83,30 +119,26 @@ func wrap(dt reduce.DType, v int64) int64 {
 	return v
 }
 
-// put stores one element: floats from f (rounded to nearest even), integers
-// from v (wrapped).
-func put(dt reduce.DType, b []byte, f float64, v int64) {
+// bits is one element of dt, little-endian in the low dt.Size() bytes.
+func bits(dt reduce.DType, f float64, v int64) uint64 {
 	switch dt {
 	case reduce.Float32:
-		le32(b, math.Float32bits(float32(f)))
+		return uint64(math.Float32bits(float32(f)))
 	case reduce.Float64:
-		le64(b, math.Float64bits(f))
+		return math.Float64bits(f)
 	case reduce.Float16:
-		le16(b, reduce.F32ToF16(float32(f)))
+		return uint64(reduce.F32ToF16(float32(f)))
 	case reduce.BFloat16:
-		le16(b, reduce.F32ToBF16(float32(f)))
+		return uint64(reduce.F32ToBF16(float32(f)))
 	case reduce.Int32:
-		le32(b, uint32(int32(v)))
+		return uint64(uint32(int32(v)))
 	case reduce.Int64:
-		le64(b, uint64(v))
+		return uint64(v)
 	case reduce.Uint8:
-		b[0] = uint8(v)
+		return uint64(uint8(v))
 	}
+	return 0
 }
-
-func le16(b []byte, x uint16) { b[0], b[1] = byte(x), byte(x>>8) }
-func le32(b []byte, x uint32) { le16(b, uint16(x)); le16(b[2:], uint16(x>>16)) }
-func le64(b []byte, x uint64) { le32(b, uint32(x)); le32(b[4:], uint32(x>>32)) }
 
 // Wrong counts the elements of got that differ bit for bit from want.
 func Wrong(dt reduce.DType, got, want []byte) int {

@@ -1,6 +1,8 @@
 package verify_test
 
 import (
+	"encoding/binary"
+	"math"
 	"testing"
 
 	"github.com/collkit/collkit/reduce"
@@ -56,5 +58,67 @@ func TestInputsVary(t *testing.T) {
 		verify.Value(1, 0, 6, reduce.Sum) == verify.Value(1, 1, 6, reduce.Sum) &&
 		verify.Value(1, 0, 7, reduce.Sum) == verify.Value(1, 1, 7, reduce.Sum) {
 		t.Fatal("ranks get the same inputs")
+	}
+}
+
+// Fill stores each element little-endian at its own offset, across the
+// blocks it is built in: element i decodes to Value(i).
+func TestFillLayout(t *testing.T) {
+	const count = 3001 // several 4 KiB blocks in every dtype, and a partial one
+	for _, dt := range reduce.DTypes {
+		for _, op := range []reduce.Op{reduce.Sum, reduce.Prod} {
+			buf := make([]byte, count*dt.Size()+dt.Size()-1) // a trailing part element stays 0
+			verify.Fill(dt, op, buf, 7, 3)
+			for i := range count {
+				b := buf[i*dt.Size():]
+				var got float64
+				switch dt {
+				case reduce.Float32:
+					got = float64(math.Float32frombits(binary.LittleEndian.Uint32(b)))
+				case reduce.Float64:
+					got = math.Float64frombits(binary.LittleEndian.Uint64(b))
+				case reduce.Int32:
+					got = float64(int32(binary.LittleEndian.Uint32(b)))
+				case reduce.Int64:
+					got = float64(int64(binary.LittleEndian.Uint64(b)))
+				case reduce.Uint8:
+					got = float64(b[0])
+				case reduce.Float16:
+					got = float64(reduce.F16ToF32(binary.LittleEndian.Uint16(b)))
+				case reduce.BFloat16:
+					got = float64(reduce.BF16ToF32(binary.LittleEndian.Uint16(b)))
+				}
+				if want := float64(verify.Value(7, 3, i, op)); got != want {
+					t.Fatalf("%v %v element %d = %v, want %v", dt, op, i, got, want)
+				}
+			}
+			for _, c := range buf[count*dt.Size():] {
+				if c != 0 {
+					t.Fatalf("%v %v: Fill wrote past the last whole element", dt, op)
+				}
+			}
+		}
+	}
+}
+
+// FillFrom and ExpectFrom write the same bytes as a block of what Fill and
+// Expect write.
+func TestFromIsABlock(t *testing.T) {
+	const count, first, n = 5003, 1201, 5
+	for _, dt := range reduce.DTypes {
+		for _, op := range reduce.Ops {
+			es := dt.Size()
+			whole, block := make([]byte, count*es), make([]byte, 2000*es)
+			verify.Fill(dt, op, whole, 9, 2)
+			verify.FillFrom(dt, op, block, 9, 2, first)
+			if w := verify.Wrong(dt, block, whole[first*es:first*es+len(block)]); w != 0 {
+				t.Errorf("%v %v: FillFrom differs from Fill in %d elements", dt, op, w)
+			}
+			verify.Expect(dt, op, whole, 9, n)
+			verify.ExpectFrom(dt, op, block, 9, n, first)
+			if w := verify.Wrong(dt, block, whole[first*es:first*es+len(block)]); w != 0 {
+				t.Errorf("%v %v: ExpectFrom differs from Expect in %d elements", dt, op, w)
+			}
+		}
 	}
 }

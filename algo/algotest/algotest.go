@@ -51,14 +51,28 @@ func AllReduceWith(t *testing.T, fn AllReduceFunc, world World, opts Options) {
 	if opts.Ops == nil {
 		opts.Ops = reduce.Ops
 	}
-	for _, n := range opts.Sizes {
+	// visit[i] numbers the table's visits to Counts[i] if it is large and
+	// the race detector is on (-1 otherwise), over world sizes in order.
+	visit := make([]int, len(opts.Counts))
+	large := 0
+	for i, count := range opts.Counts {
+		visit[i] = -1
+		if raceEnabled && count >= LargeCount {
+			visit[i] = large
+			large++
+		}
+	}
+	for k, n := range opts.Sizes {
 		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
 			ts := world(t, n)
 			var seq uint64
-			for _, dt := range opts.DTypes {
-				for _, op := range opts.Ops {
-					for _, count := range opts.Counts {
+			for d, dt := range opts.DTypes {
+				for o, op := range opts.Ops {
+					for i, count := range opts.Counts {
 						for _, inPlace := range []bool{false, true} {
+							if visit[i] >= 0 && !sampled(k*large+visit[i], d, o, len(opts.Ops), inPlace) {
+								continue
+							}
 							seq++
 							if err := runOne(fn, ts, seq, dt, op, count, inPlace); err != nil {
 								t.Fatalf("%v %v count=%d inPlace=%v: %v", dt, op, count, inPlace, err)
@@ -69,6 +83,26 @@ func AllReduceWith(t *testing.T, fn AllReduceFunc, world World, opts Options) {
 			}
 		})
 	}
+}
+
+// LargeCount is where a count becomes large. The race detector makes every
+// byte an all-reduce moves or checks cost several times more, and large
+// counts are nearly all the bytes; under it the table runs each dtype at a
+// large count with two of its ten op and placement combinations, chosen by
+// sampled. Without the race detector it runs all of them.
+const LargeCount = 1000
+
+// sampled reports whether the table runs op number o of ops, in place or
+// out of place, with dtype number d on its visit number v to a large count
+// (the visits are numbered over world sizes, then counts): op (d+v) mod ops
+// out of place and the next op in place. So every world size runs every
+// large count with every dtype, out of place and in place, and any ops
+// visits in a row run every dtype with every op in both placements.
+func sampled(v, d, o, ops int, inPlace bool) bool {
+	if inPlace {
+		return o == (d+v+1)%ops
+	}
+	return o == (d+v)%ops
 }
 
 // runOne runs one all-reduce on every rank at once and checks every element

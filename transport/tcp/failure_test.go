@@ -3,6 +3,8 @@ package tcp
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -143,5 +145,46 @@ func TestDeadOrAbortedBehindUnreadInput(t *testing.T) {
 		} else if !slices.Equal(dead, []int{1}) {
 			t.Errorf("closed with input unread: Dead() = %v, want [1]", dead)
 		}
+	}
+}
+
+// A notice written to a peer that has already closed its end is answered
+// with a reset, which drops it: linger must not wait for it to be
+// acknowledged (the kernel still counts it as unsent) until its deadline.
+func TestLingerStopsOnReset(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	peer := <-accepted
+	if peer == nil {
+		t.Fatal("accept failed")
+	}
+	peer.Close()
+	// Wait for the peer's FIN, so that the notice goes to a closed socket.
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("read after the peer closed: %v, want EOF", err)
+	}
+	s := newStream(c)
+	if !s.notify("rank 0: test", time.Now().Add(10*time.Second)) {
+		t.Fatal("the notice was not written")
+	}
+	const deadline = 20 * time.Second
+	start := time.Now()
+	s.linger(start.Add(deadline))
+	if took := time.Since(start); took > deadline/2 {
+		t.Fatalf("linger took %v on a reset connection, want it to return at once", took)
 	}
 }

@@ -3,17 +3,27 @@ package tcp
 import "golang.org/x/sys/unix"
 
 // unsent is how many bytes written to s are not yet acknowledged by the
-// peer, or 0 when that cannot be told.
+// peer, or 0 when that cannot be told or they never will be: once the peer
+// has reset the connection (it closed with input unread, as an aborting
+// rank does), SIOCOUTQ still counts the bytes the reset dropped, and
+// linger would wait its whole deadline for them.
 func (s *stream) unsent() int {
 	if s.raw == nil {
 		return 0
 	}
 	n := 0
 	s.raw.Control(func(fd uintptr) {
+		if ti, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil && ti.State == tcpClose {
+			return
+		}
 		n, _ = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ)
 	})
 	return n
 }
+
+// tcpClose is the kernel's TCP_CLOSE socket state (include/net/tcp_states.h):
+// the connection was reset, or closed and done with.
+const tcpClose = 7
 
 // shutDown reports whether the peer of socket fd has shut down its sending
 // side (closed the connection or exited), whatever input is still unread.
