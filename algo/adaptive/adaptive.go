@@ -100,11 +100,12 @@ func (c Config) Choose(bytes int64, n int) (Algorithm, float64) {
 	algos := c.algorithms()
 	best, bestUS := 0, 0.0
 	for i, a := range algos {
-		f := defaultFit
+		f, shapeAt := defaultFit, bytes
 		if e := c.Table.entry(c.Transport, n, a.Name); e != nil && len(e.Fits) > 0 {
 			f = fitFor(e.Fits, bytes)
+			shapeAt = f.MinBytes // the shape the band was fitted with
 		}
-		us := a.at(bytes, f).predict(f, n, bytes)
+		us := a.at(shapeAt).predict(f, n, bytes)
 		if i == 0 || us < bestUS {
 			best, bestUS = i, us
 		}

@@ -6,9 +6,11 @@
 // bytes x factor(n) / bandwidth, where steps and factor describe the
 // algorithm's shape (ring: 2(n-1) steps, 2(n-1)/n of the data per rank) and
 // latency and bandwidth are fitted. `collbench tune` measures every candidate
-// over a size sweep and fits the two terms per size band with gonum's
-// weighted least squares (weights 1/t^2, so small and large sizes count
-// alike), then writes a Table as indented JSON that people can read and edit.
+// over a size sweep and fits the two terms per size band (FitSamples): a
+// model that never falls as the size grows, reproduces the smoothed time of
+// every measured size, keeps its bandwidth within what the sweep measured
+// and its latency steady from band to band, however noisy the machine.
+// It writes a Table as indented JSON that people can read and edit.
 // Config.Choose returns the cheapest candidate; without a Table, built-in
 // terms are used.
 //

@@ -1,14 +1,14 @@
 package adaptive
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/bits"
 	"os"
 	"slices"
 	"time"
-
-	"gonum.org/v1/gonum/stat"
 )
 
 // Schema names the tuning file layout.
@@ -88,66 +88,175 @@ func (t *Table) entry(transport string, ranks int, algo string) *Entry {
 	return nil
 }
 
-// FitSamples fits the cost terms of an algorithm of the given shape to
-// samples, one Fit per band between consecutive measured sizes: the line
-// through the band's two end points, so that the model reproduces every
-// measured size exactly and choices at those sizes follow the measurements.
-// (Steadying a band with its neighbours' points, tried first, let one noisy
-// sample move the choice at the next size: measured at 4 ranks, adaptive ran
-// ring at 8 bytes, 1.6x slower than halving-doubling.)
+// FitSamples fits the cost terms of an algorithm of the given shape to its
+// samples, one Fit per measured size: the band from that size up to the
+// next (the first from zero bytes, the last without end). Samples of one
+// size are pooled; samples with no positive, finite time are dropped.
+//
+// Timings on a busy machine are noisy, and mostly upwards (a rank is
+// preempted; nothing runs faster than the machine). A line through each
+// two neighbouring samples turns that noise into physics: a band whose time
+// falls gets no bandwidth term (it was 1e6 GB/s), a spike makes the band
+// before it refit through the origin and overestimate its own size (tree
+// won at 64 bytes at 4 ranks where halving-doubling had measured faster),
+// and a band's latency, the difference of two large noisy numbers, jumps
+// 5-9x between neighbours (issue 16). So the fit:
+//
+//  1. Caps the bandwidth at the best the sweep shows: the marginal
+//     bandwidth (s2 - s1) / (t2 - t1) between two measured sizes whose time
+//     grew by at least half (smaller rises are noise), or the best average
+//     s / t if higher. A sweep whose time never grew by half cannot tell
+//     its bandwidth; then the bytes of its largest size may take a tenth of
+//     its time (latencyOnly), or the built-in bandwidth if higher. A linear
+//     cost, latency + bytes / bandwidth, gives its bandwidth back; noise
+//     can raise the cap to at most 3x the best average.
+//  2. Smooths the time left once the bytes are paid at that cap,
+//     z = t - s / cap, into a non-decreasing sequence z' by isotonic
+//     regression (pool adjacent violators) weighted by 1/t^2: squared
+//     relative errors, so that small and large sizes count alike and a
+//     spike pooled with a fast neighbour moves the pool little, as upward
+//     noise deserves. The fitted time y = z' + s / cap never falls, rises by
+//     at least the cap's time for the added bytes, and equals the sample
+//     wherever the samples already did both.
+//  3. Anchors each band at its own size's fitted time, so that the model
+//     reproduces y at every measured size and choices there follow the
+//     measurements. A band's latency is the previous band's (the first's:
+//     z' of the smallest size, whose time is all latency), moved only as
+//     far as it must to stay within [f, z']: at most z', the time not
+//     spent on bytes at the cap, so that the bandwidth stays under the cap;
+//     at least f, the intercept of the line to the next size's y, so that
+//     the band ends no higher than the next begins. The bandwidth is what
+//     is left of y once that latency is paid. Latencies thus change only
+//     where the data insist (halving-doubling's step from recursive doubling
+//     to Rabenseifner), never fall, and are never negative; between
+//     measured sizes the model rises from one size's time to at most the
+//     next's, on the chord or below it.
 func FitSamples(shape Shape, ranks int, samples []Sample) []Fit {
-	s := slices.Clone(samples)
-	slices.SortFunc(s, func(a, b Sample) int { return int(a.Bytes - b.Bytes) })
-	if len(s) == 0 {
+	pts := pool(samples)
+	if len(pts) == 0 {
 		return nil
 	}
-	if len(s) == 1 {
-		return []Fit{shape.at(s[0].Bytes, Fit{}).terms(ranks, s[0].TimeUS, 0)}
+	// Times are in microseconds, costs per byte of the buffer; capSlope is
+	// the least cost per byte the cap allows.
+	capSlope := 1 / bestBandwidth(pts, shape, ranks)
+	z := make([]point, len(pts))
+	for i, p := range pts {
+		z[i] = point{bytes: p.bytes, us: max(p.us-float64(p.bytes)*capSlope, 0), w: p.w}
 	}
-	fits := make([]Fit, 0, len(s)-1)
-	for i := 0; i+1 < len(s); i++ {
-		var x, y, w []float64
-		for j := i; j <= i+1; j++ {
-			x, y, w = append(x, float64(s[j].Bytes)), append(y, s[j].TimeUS), append(w, 1)
-		}
-		a, b := stat.LinearRegression(x, y, w, false)
-		if a < 0 { // noise: no negative latency; refit through the origin
-			a, b = 0, weightedSlope(x, y, w)
-		}
-		f := shape.at(s[i].Bytes, Fit{}).terms(ranks, a, b)
-		f.MinBytes, f.MaxBytes = s[i].Bytes, s[i+1].Bytes
+	isotonic(z)
+	fitted := func(i int) float64 { return z[i].us + float64(z[i].bytes)*capSlope }
+
+	fits := make([]Fit, len(pts))
+	lat := z[0].us
+	for i, p := range pts {
+		f := Fit{MinBytes: p.bytes}
 		if i == 0 {
 			f.MinBytes = 0
 		}
-		if i+2 == len(s) {
-			f.MaxBytes = 0
+		y, slope, floor := fitted(i), capSlope, 0.0
+		if i+1 < len(pts) {
+			f.MaxBytes = pts[i+1].bytes
+			slope = (fitted(i+1) - y) / float64(pts[i+1].bytes-p.bytes)
+			floor = y - slope*float64(p.bytes)
 		}
-		fits = append(fits, f)
+		lat = min(max(lat, floor), z[i].us)
+		if p.bytes > 0 {
+			slope = (y - lat) / float64(p.bytes)
+		} else {
+			lat = y
+		}
+		fits[i] = shape.at(f.MinBytes).terms(ranks, f, lat, slope)
 	}
 	return fits
 }
 
-func weightedSlope(x, y, w []float64) float64 {
-	var num, den float64
-	for i := range x {
-		num += w[i] * x[i] * y[i]
-		den += w[i] * x[i] * x[i]
-	}
-	if den == 0 {
-		return 0
-	}
-	return num / den
+// point is a measured size: its time and the weight of that time.
+type point struct {
+	bytes int64
+	us    float64
+	w     float64
 }
 
-// noBandwidth stands for a bandwidth term too small to measure.
-const noBandwidth = 1e6
+// pool sorts the usable samples by size and pools those of one size into
+// their weighted mean.
+func pool(samples []Sample) []point {
+	var pts []point
+	for _, s := range samples {
+		if s.Bytes >= 0 && s.TimeUS > 0 && !math.IsInf(s.TimeUS, 0) {
+			pts = append(pts, point{bytes: s.Bytes, us: s.TimeUS, w: 1 / (s.TimeUS * s.TimeUS)})
+		}
+	}
+	slices.SortStableFunc(pts, func(a, b point) int { return cmp.Compare(a.bytes, b.bytes) })
+	out := pts[:0]
+	for _, p := range pts {
+		if n := len(out); n > 0 && out[n-1].bytes == p.bytes {
+			out[n-1] = merge(out[n-1], p)
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func merge(a, b point) point {
+	w := a.w + b.w
+	return point{bytes: a.bytes, us: (a.us*a.w + b.us*b.w) / w, w: w}
+}
+
+// isotonic replaces the times of pts (sorted by size) with the
+// non-decreasing sequence nearest to them in weighted least squares: pool
+// adjacent violators.
+func isotonic(pts []point) {
+	type block struct {
+		point
+		n int
+	}
+	var blocks []block
+	for _, p := range pts {
+		blocks = append(blocks, block{p, 1})
+		for k := len(blocks) - 1; k > 0 && blocks[k-1].us > blocks[k].us; k-- {
+			blocks[k-1] = block{merge(blocks[k-1].point, blocks[k].point), blocks[k-1].n + blocks[k].n}
+			blocks = blocks[:k]
+		}
+	}
+	i := 0
+	for _, b := range blocks {
+		for range b.n {
+			pts[i].us = b.us
+			i++
+		}
+	}
+}
+
+// bestBandwidth is the most bytes of the buffer per microsecond that the
+// sweep pts vouches for (FitSamples, step 1).
+func bestBandwidth(pts []point, shape Shape, ranks int) float64 {
+	average, marginal := 0.0, 0.0
+	for i, p := range pts {
+		average = max(average, float64(p.bytes)/p.us)
+		for _, q := range pts[i+1:] {
+			if rise := q.us - p.us; rise >= p.us/2 {
+				marginal = max(marginal, float64(q.bytes-p.bytes)/rise)
+			}
+		}
+	}
+	if marginal > 0 {
+		return max(marginal, average)
+	}
+	return max(average/latencyOnly, defaultFit.BandwidthGBs*1e3/max(shape.at(0).Factor(ranks), 1e-9))
+}
+
+// latencyOnly is the share of the time at the largest size that a sweep
+// whose time never grew by half may spend on bytes (FitSamples, step 1).
+const latencyOnly = 0.1
 
 // terms converts time = a + b*bytes into the shape's latency per step and
-// bandwidth.
-func (sh Shape) terms(n int, a, b float64) Fit {
-	f := Fit{LatencyUS: a / max(sh.Steps(n), 1), BandwidthGBs: noBandwidth}
-	if b > 0 {
-		f.BandwidthGBs = min(sh.Factor(n)/(b*1e3), noBandwidth)
+// bandwidth, and puts them into f.
+func (sh Shape) terms(n int, f Fit, a, b float64) Fit {
+	f.LatencyUS = a / max(sh.Steps(n), 1)
+	f.BandwidthGBs = defaultFit.BandwidthGBs // one rank moves nothing
+	if b > 0 && sh.Factor(n) > 0 {
+		f.BandwidthGBs = sh.Factor(n) / (b * 1e3)
 	}
 	return f
 }
@@ -163,12 +272,8 @@ type Shape struct {
 }
 
 // at is the shape of a call of bytes. A fitted band is modelled with the
-// shape it was fitted with, that of its smallest size, so that the model
-// reproduces its measured end points.
-func (sh Shape) at(bytes int64, f Fit) Shape {
-	if f.MaxBytes > 0 || f.MinBytes > 0 {
-		bytes = f.MinBytes
-	}
+// shape of its smallest size, the one it was fitted with (Config.Choose).
+func (sh Shape) at(bytes int64) Shape {
 	if sh.Small != nil && bytes <= sh.SmallBytes {
 		return *sh.Small
 	}

@@ -575,5 +575,6 @@ func writeTuning(opts options, reports []bench.Report, lead bool) error {
 	}
 	fmt.Printf("# tuning for %d ranks over %s written to %s (use: collbench --algo adaptive --tuning %s)\n",
 		reports[0].Ranks, opts.transports[0], opts.tuneOut, opts.tuneOut)
+	writeTunedChoices(os.Stdout, bench.TunedChoices(table, opts.transports[0], reports))
 	return nil
 }
