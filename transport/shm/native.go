@@ -20,6 +20,7 @@ type native struct {
 	chunks   uint64     // chunks done by every call so far: which half is next
 	barriers uint64     // barriers passed by every call so far: the epoch
 	err      error      // sticky: the barrier counters are out of step
+	wake     *waker     // of this rank's barrier word
 }
 
 // SmallNativeBytes is the largest buffer the native all-reduce reduces in
@@ -237,7 +238,10 @@ func (t *Transport) barrier(ctx context.Context, off int) error {
 		}
 		return nil
 	}
-	if err := t.await(ctx, own.u32(offBwait), ready, failed); err != nil {
+	if t.native.wake == nil {
+		t.native.wake = t.newWaker(own.u32(offBwait))
+	}
+	if err := t.await(ctx, t.native.wake, ready, failed); err != nil {
 		if errors.Is(err, errClosed) {
 			err = transport.ErrClosed
 		}
