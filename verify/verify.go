@@ -31,18 +31,30 @@ func mix(x uint64) uint64 {
 
 // Fill writes rank's seeded input into buf, len(buf)/dt.Size() elements.
 func Fill(dt reduce.DType, op reduce.Op, buf []byte, seed uint64, rank int) {
+	fill(dt, op, buf, seed, rank, 0)
+}
+
+// fill is Fill of the elements from first on.
+func fill(dt reduce.DType, op reduce.Op, buf []byte, seed uint64, rank, first int) {
 	es := dt.Size()
 	for i := 0; i < len(buf)/es; i++ {
-		put(dt, buf[i*es:], float64(Value(seed, rank, i, op)), Value(seed, rank, i, op))
+		v := Value(seed, rank, first+i, op)
+		put(dt, buf[i*es:], float64(v), v)
 	}
 }
 
 // Expect writes into buf the exact all-reduce of the inputs that Fill gives
 // ranks 0..n-1.
 func Expect(dt reduce.DType, op reduce.Op, buf []byte, seed uint64, n int) {
+	expect(dt, op, buf, seed, n, 0)
+}
+
+// expect is Expect of the elements from first on.
+func expect(dt reduce.DType, op reduce.Op, buf []byte, seed uint64, n, first int) {
 	es := dt.Size()
 	isFloat := dt == reduce.Float32 || dt == reduce.Float64 || dt == reduce.Float16 || dt == reduce.BFloat16
-	for i := 0; i < len(buf)/es; i++ {
+	for j := 0; j < len(buf)/es; j++ {
+		i := first + j
 		f := float64(Value(seed, 0, i, op))
 		v := Value(seed, 0, i, op)
 		for r := 1; r < n; r++ {
@@ -67,7 +79,7 @@ func Expect(dt reduce.DType, op reduce.Op, buf []byte, seed uint64, n int) {
 				v = wrap(dt, v) / int64(n)
 			}
 		}
-		put(dt, buf[i*es:], f, v)
+		put(dt, buf[j*es:], f, v)
 	}
 }
 
@@ -122,6 +134,36 @@ func Wrong(dt reduce.DType, got, want []byte) int {
 		if !bytes.Equal(got[i:i+es], want[i:i+es]) {
 			wrong++
 		}
+	}
+	return wrong
+}
+
+// WrongFill counts the elements of got that differ from rank's input as
+// Fill writes it, got starting at element first. It needs no buffer of
+// got's size: the expected values are made a few KiB at a time.
+func WrongFill(dt reduce.DType, op reduce.Op, got []byte, seed uint64, rank, first int) int {
+	return wrongAgainst(dt, got, first, func(want []byte, at int) { fill(dt, op, want, seed, rank, at) })
+}
+
+// WrongExpect counts the elements of got that differ from the all-reduce
+// of n ranks' inputs as Expect writes it, got starting at element first.
+// It needs no buffer of got's size.
+func WrongExpect(dt reduce.DType, op reduce.Op, got []byte, seed uint64, n, first int) int {
+	return wrongAgainst(dt, got, first, func(want []byte, at int) { expect(dt, op, want, seed, n, at) })
+}
+
+// wrongAgainst compares got, from element first on, with what make writes,
+// chunk by chunk.
+func wrongAgainst(dt reduce.DType, got []byte, first int, make func(want []byte, at int)) int {
+	es := dt.Size()
+	var chunk [4096]byte
+	n := len(chunk) / es * es
+	wrong := 0
+	for off := 0; off < len(got); off += n {
+		g := got[off:min(off+n, len(got))]
+		want := chunk[:len(g)]
+		make(want, first+off/es)
+		wrong += Wrong(dt, g, want)
 	}
 	return wrong
 }

@@ -1,8 +1,7 @@
 // Package pairwise implements all-to-all by pairwise exchange: in step s of
-// n, rank r and rank s-r (mod n) swap their blocks for each other, and the
-// rank that would pair with itself sits the step out. Every link carries
-// one block each way, every rank exchanges in all steps but one, and no
-// rank is a hot spot; in place, a rank needs one block of staging space.
+// n-1, rank r sends its block for rank r+s and receives rank r-s's block for
+// it. Every link carries one block each way, every rank sends and receives
+// in every step, and no rank is a hot spot.
 //
 //	h := transport.Header{Seq: seq, Coll: transport.CollAllToAll, DType: reduce.Float32, Count: total}
 //	err := pairwise.AllToAll(ctx, t, h, send, recv)
