@@ -185,6 +185,7 @@ type Comm struct {
 	obs           observer            // statistics, spans, log (comm_observe.go)
 	timeoutCtx    timeoutCtx          // reused by withTimeout; guarded by mu
 	timeoutErr    error               // made once by timeoutCause; guarded by mu
+	counts        []int               // evenCounts' memory; guarded by mu
 
 	eng engine // order of operations, concurrent-use checks (comm_async.go)
 	// watch finds peers that called another collective (comm_watch.go).
@@ -251,14 +252,14 @@ func (c *Comm) SetAlgorithm(name string) error {
 	}
 	// In turn with the operations started before it, which keep the
 	// algorithm they were started under.
-	return c.call(context.Background(), &nameSetAlgorithm, func(context.Context) error {
+	return c.call(context.Background(), &nameSetAlgorithm, funcOp(func(context.Context) error {
 		run, err := c.algorithm(id)
 		if err != nil {
 			return fmt.Errorf("collkit: rank %d: %w", c.Rank(), err)
 		}
 		c.algo, c.run = id, run
 		return nil
-	}, nil)
+	}), nil)
 }
 
 // Nodes returns the node of every rank, as the hierarchical algorithm groups
@@ -289,13 +290,13 @@ func (c *Comm) Close() error {
 // dt.Size(); recv may be send itself (in place).
 func (c *Comm) AllReduce(ctx context.Context, dt DType, op Op, send, recv []byte) error {
 	if err := checkBuffers(dt, op, send, recv); err != nil {
-		return c.call(ctx, &nameAllReduce, nil, fmt.Errorf("collkit: rank %d: allreduce: %w", c.Rank(), err))
+		return c.call(ctx, &nameAllReduce, operation{}, fmt.Errorf("collkit: rank %d: allreduce: %w", c.Rank(), err))
 	}
 	if err := c.enter(&nameAllReduce); err != nil {
 		return err
 	}
 	if c.eng.pending.Load() > 0 {
-		w := c.submit(ctx, &nameAllReduce, func(ctx context.Context) error { return c.allReduce(ctx, dt, op, send, recv) })
+		w := c.submit(ctx, &nameAllReduce, operation{kind: opAllReduce, dt: dt, op: op, send: send, recv: recv})
 		<-w.done
 		return c.exit(w.err)
 	}
@@ -314,7 +315,7 @@ func (c *Comm) AllReduceAsync(ctx context.Context, dt DType, op Op, send, recv [
 	if err := checkBuffers(dt, op, send, recv); err != nil {
 		argErr = fmt.Errorf("collkit: rank %d: allreduce: %w", c.Rank(), err)
 	}
-	return c.start(ctx, &nameAllReduce, func(ctx context.Context) error { return c.allReduce(ctx, dt, op, send, recv) }, argErr)
+	return c.start(ctx, &nameAllReduce, operation{kind: opAllReduce, dt: dt, op: op, send: send, recv: recv}, argErr)
 }
 
 // allReduce runs a checked all-reduce. The caller holds c.mu.

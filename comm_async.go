@@ -32,9 +32,71 @@ type Work struct {
 	c    *Comm
 	name *string
 	ctx  context.Context
-	run  func(context.Context) error
+	op   operation
 	done chan struct{}
 	err  error // set before done is closed
+}
+
+// operation is what a call runs: a collective's arguments, or a function.
+// It is a value, so that a blocking collective passes it down without an
+// allocation (a closure over the arguments would escape to the heap, since
+// a call queued behind started operations keeps it in a Work).
+type operation struct {
+	kind       opKind
+	dt         DType
+	op         Op
+	send, recv []byte
+	root       int                         // the root, or the peer of a send or receive
+	fn         func(context.Context) error // opFunc
+}
+
+type opKind uint8
+
+const (
+	opFunc opKind = iota
+	opAllReduce
+	opBroadcast
+	opReduce
+	opAllGather
+	opReduceScatter
+	opGather
+	opScatter
+	opAllToAll
+	opBarrier
+	opSend
+	opRecv
+)
+
+// funcOp is the operation that runs fn.
+func funcOp(fn func(context.Context) error) operation { return operation{fn: fn} }
+
+// runOp runs o in its turn. The caller holds c.mu.
+func (c *Comm) runOp(ctx context.Context, o *operation) error {
+	switch o.kind {
+	case opAllReduce:
+		return c.allReduce(ctx, o.dt, o.op, o.send, o.recv)
+	case opBroadcast:
+		return c.broadcast(ctx, o.dt, o.recv, o.root)
+	case opReduce:
+		return c.reduce(ctx, o.dt, o.op, o.send, o.recv, o.root)
+	case opAllGather:
+		return c.allGather(ctx, o.dt, o.send, o.recv)
+	case opReduceScatter:
+		return c.reduceScatter(ctx, o.dt, o.op, o.send, o.recv)
+	case opGather:
+		return c.gather(ctx, o.dt, o.send, o.recv, o.root)
+	case opScatter:
+		return c.scatter(ctx, o.dt, o.send, o.recv, o.root)
+	case opAllToAll:
+		return c.allToAll(ctx, o.dt, o.send, o.recv)
+	case opBarrier:
+		return c.barrier(ctx)
+	case opSend:
+		return c.send(ctx, o.dt, o.send, o.root)
+	case opRecv:
+		return c.recv(ctx, o.dt, o.recv, o.root)
+	}
+	return o.fn(ctx)
 }
 
 // Wait returns the operation's error once it is done, or ctx's error if ctx
@@ -136,32 +198,32 @@ func (c *Comm) exit(err error) error {
 // operation started before it, or argErr, an invalid argument on this rank,
 // which fails the communicator so that the other ranks fail at this call too
 // rather than wait for this rank until their timeout.
-func (c *Comm) call(ctx context.Context, name *string, run func(context.Context) error, argErr error) error {
+func (c *Comm) call(ctx context.Context, name *string, o operation, argErr error) error {
 	if err := c.enter(name); err != nil {
 		return err
 	}
 	if argErr != nil {
-		run = c.rejected(argErr)
+		o = funcOp(c.rejected(argErr))
 	}
 	if c.eng.pending.Load() == 0 {
-		return c.exit(c.locked(func() error { return run(ctx) }))
+		return c.exit(c.locked(func() error { return c.runOp(ctx, &o) }))
 	}
-	w := c.submit(ctx, name, run)
+	w := c.submit(ctx, name, o)
 	<-w.done
 	return c.exit(w.err)
 }
 
 // start starts one operation without waiting (see call).
-func (c *Comm) start(ctx context.Context, name *string, run func(context.Context) error, argErr error) *Work {
+func (c *Comm) start(ctx context.Context, name *string, o operation, argErr error) *Work {
 	if err := c.enter(name); err != nil {
 		w := &Work{c: c, name: name, done: make(chan struct{}), err: err}
 		close(w.done)
 		return w
 	}
 	if argErr != nil {
-		run = c.rejected(argErr)
+		o = funcOp(c.rejected(argErr))
 	}
-	w := c.submit(ctx, name, run)
+	w := c.submit(ctx, name, o)
 	c.exit(nil)
 	return w
 }
@@ -179,8 +241,8 @@ func (c *Comm) rejected(argErr error) func(context.Context) error {
 
 // submit queues an operation; the queue's goroutine runs while operations
 // are pending and ends when none are.
-func (c *Comm) submit(ctx context.Context, name *string, run func(context.Context) error) *Work {
-	w := &Work{c: c, name: name, ctx: ctx, run: run, done: make(chan struct{})}
+func (c *Comm) submit(ctx context.Context, name *string, o operation) *Work {
+	w := &Work{c: c, name: name, ctx: ctx, op: o, done: make(chan struct{})}
 	c.startQueue()
 	if c.eng.pending.Add(1) == 1 {
 		go c.drain()
@@ -203,7 +265,7 @@ func (c *Comm) startQueue() {
 func (c *Comm) drain() {
 	for {
 		w := <-c.eng.queue
-		w.err = c.locked(func() error { return w.run(w.ctx) })
+		w.err = c.locked(func() error { return c.runOp(w.ctx, &w.op) })
 		close(w.done)
 		if c.eng.pending.Add(-1) == 0 {
 			return

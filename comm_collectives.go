@@ -124,17 +124,15 @@ func (c *Comm) BroadcastAsync(ctx context.Context, dt DType, buf []byte, root in
 	return c.start(ctx, &nameBroadcast, run, err)
 }
 
-func (c *Comm) broadcastOp(dt DType, buf []byte, root int) (func(context.Context) error, error) {
+func (c *Comm) broadcastOp(dt DType, buf []byte, root int) (operation, error) {
 	const what = "broadcast"
 	if err := c.checkDType(what, dt, buf); err != nil {
-		return nil, err
+		return operation{}, err
 	}
 	if err := c.checkRoot(what, root); err != nil {
-		return nil, err
+		return operation{}, err
 	}
-	return func(ctx context.Context) error {
-		return c.broadcast(ctx, dt, buf, root)
-	}, nil
+	return operation{kind: opBroadcast, dt: dt, recv: buf, root: root}, nil
 }
 
 func (c *Comm) broadcast(ctx context.Context, dt DType, buf []byte, root int) error {
@@ -176,32 +174,34 @@ func (c *Comm) ReduceAsync(ctx context.Context, dt DType, op Op, send, recv []by
 	return c.start(ctx, &nameReduce, run, err)
 }
 
-func (c *Comm) reduceOp(dt DType, op Op, send, recv []byte, root int) (func(context.Context) error, error) {
+func (c *Comm) reduceOp(dt DType, op Op, send, recv []byte, root int) (operation, error) {
 	const what = "reduce"
 	if err := c.checkDType(what, dt, send); err != nil {
-		return nil, err
+		return operation{}, err
 	}
 	if !op.Valid() {
-		return nil, c.badArg(what, "reduction op %v", op)
+		return operation{}, c.badArg(what, "reduction op %v", op)
 	}
 	if err := c.checkRoot(what, root); err != nil {
-		return nil, err
+		return operation{}, err
 	}
 	if (c.Rank() == root || recv != nil) && len(recv) != len(send) {
-		return nil, c.badArg(what, "send buffer is %d bytes but recv buffer is %d; they must be the same size (non-root ranks may pass a nil recv)", len(send), len(recv))
+		return operation{}, c.badArg(what, "send buffer is %d bytes but recv buffer is %d; they must be the same size (non-root ranks may pass a nil recv)", len(send), len(recv))
 	}
-	return func(ctx context.Context) error {
-		h := header(transport.CollReduce, dt, op, len(send)/dt.Size(), root, algoDissemination)
-		if len(send) <= c.treeBytes {
-			return c.runColl(ctx, "reduce (dissemination)", h, func(ctx context.Context, t transport.Transport, h transport.Header) error {
-				return dissemination.Reduce(ctx, t, h, send, recv, root)
-			})
-		}
-		h.Algo = algoRing
-		return c.runColl(ctx, "reduce (ring)", h, func(ctx context.Context, t transport.Transport, h transport.Header) error {
-			return ring.Reduce(ctx, t, h, send, recv, root)
+	return operation{kind: opReduce, dt: dt, op: op, send: send, recv: recv, root: root}, nil
+}
+
+func (c *Comm) reduce(ctx context.Context, dt DType, op Op, send, recv []byte, root int) error {
+	h := header(transport.CollReduce, dt, op, len(send)/dt.Size(), root, algoDissemination)
+	if len(send) <= c.treeBytes {
+		return c.runColl(ctx, "reduce (dissemination)", h, func(ctx context.Context, t transport.Transport, h transport.Header) error {
+			return dissemination.Reduce(ctx, t, h, send, recv, root)
 		})
-	}, nil
+	}
+	h.Algo = algoRing
+	return c.runColl(ctx, "reduce (ring)", h, func(ctx context.Context, t transport.Transport, h transport.Header) error {
+		return ring.Reduce(ctx, t, h, send, recv, root)
+	})
 }
 
 // AllGather gathers every rank's send, all of the same length, into recv on
@@ -218,30 +218,35 @@ func (c *Comm) AllGatherAsync(ctx context.Context, dt DType, send, recv []byte) 
 	return c.start(ctx, &nameAllGather, run, err)
 }
 
-func (c *Comm) allGatherOp(dt DType, send, recv []byte) (func(context.Context) error, error) {
+func (c *Comm) allGatherOp(dt DType, send, recv []byte) (operation, error) {
 	const what = "allgather"
 	if err := c.checkDType(what, dt, send, recv); err != nil {
-		return nil, err
+		return operation{}, err
 	}
 	n := c.Size()
 	if len(recv) != n*len(send) {
-		return nil, c.badArg(what, "recv is %d bytes but %d ranks send %d bytes each; recv must hold %d bytes", len(recv), n, len(send), n*len(send))
+		return operation{}, c.badArg(what, "recv is %d bytes but %d ranks send %d bytes each; recv must hold %d bytes", len(recv), n, len(send), n*len(send))
 	}
-	return func(ctx context.Context) error {
-		return c.runColl(ctx, what, header(transport.CollAllGather, dt, 0, len(recv)/dt.Size(), -1, algoRing),
-			func(ctx context.Context, t transport.Transport, h transport.Header) error {
-				return ring.AllGather(ctx, t, h, send, recv, c.evenCounts(len(send)/dt.Size()))
-			})
-	}, nil
+	return operation{kind: opAllGather, dt: dt, send: send, recv: recv}, nil
 }
 
-// evenCounts is n copies of count.
+func (c *Comm) allGather(ctx context.Context, dt DType, send, recv []byte) error {
+	return c.runColl(ctx, "allgather", header(transport.CollAllGather, dt, 0, len(recv)/dt.Size(), -1, algoRing),
+		func(ctx context.Context, t transport.Transport, h transport.Header) error {
+			return ring.AllGather(ctx, t, h, send, recv, c.evenCounts(len(send)/dt.Size()))
+		})
+}
+
+// evenCounts is n copies of count, in memory the communicator reuses. The
+// caller holds c.mu.
 func (c *Comm) evenCounts(count int) []int {
-	counts := make([]int, c.Size())
-	for i := range counts {
-		counts[i] = count
+	if c.counts == nil {
+		c.counts = make([]int, c.Size())
 	}
-	return counts
+	for i := range c.counts {
+		c.counts[i] = count
+	}
+	return c.counts
 }
 
 // ReduceScatter reduces send over all ranks with op and leaves block r of
@@ -259,24 +264,26 @@ func (c *Comm) ReduceScatterAsync(ctx context.Context, dt DType, op Op, send, re
 	return c.start(ctx, &nameReduceScatter, run, err)
 }
 
-func (c *Comm) reduceScatterOp(dt DType, op Op, send, recv []byte) (func(context.Context) error, error) {
+func (c *Comm) reduceScatterOp(dt DType, op Op, send, recv []byte) (operation, error) {
 	const what = "reducescatter"
 	if err := c.checkDType(what, dt, send, recv); err != nil {
-		return nil, err
+		return operation{}, err
 	}
 	if !op.Valid() {
-		return nil, c.badArg(what, "reduction op %v", op)
+		return operation{}, c.badArg(what, "reduction op %v", op)
 	}
 	n := c.Size()
 	if len(send) != n*len(recv) {
-		return nil, c.badArg(what, "send is %d bytes but must hold %d blocks of recv's %d bytes (%d bytes)", len(send), n, len(recv), n*len(recv))
+		return operation{}, c.badArg(what, "send is %d bytes but must hold %d blocks of recv's %d bytes (%d bytes)", len(send), n, len(recv), n*len(recv))
 	}
-	return func(ctx context.Context) error {
-		return c.runColl(ctx, what, header(transport.CollReduceScatter, dt, op, len(send)/dt.Size(), -1, algoRing),
-			func(ctx context.Context, t transport.Transport, h transport.Header) error {
-				return ring.ReduceScatter(ctx, t, h, send, recv, c.evenCounts(len(recv)/dt.Size()))
-			})
-	}, nil
+	return operation{kind: opReduceScatter, dt: dt, op: op, send: send, recv: recv}, nil
+}
+
+func (c *Comm) reduceScatter(ctx context.Context, dt DType, op Op, send, recv []byte) error {
+	return c.runColl(ctx, "reducescatter", header(transport.CollReduceScatter, dt, op, len(send)/dt.Size(), -1, algoRing),
+		func(ctx context.Context, t transport.Transport, h transport.Header) error {
+			return ring.ReduceScatter(ctx, t, h, send, recv, c.evenCounts(len(recv)/dt.Size()))
+		})
 }
 
 // Gather collects every rank's send, all of the same length, into recv on
@@ -296,24 +303,26 @@ func (c *Comm) GatherAsync(ctx context.Context, dt DType, send, recv []byte, roo
 	return c.start(ctx, &nameGather, run, err)
 }
 
-func (c *Comm) gatherOp(dt DType, send, recv []byte, root int) (func(context.Context) error, error) {
+func (c *Comm) gatherOp(dt DType, send, recv []byte, root int) (operation, error) {
 	const what = "gather"
 	if err := c.checkDType(what, dt, send, recv); err != nil {
-		return nil, err
+		return operation{}, err
 	}
 	if err := c.checkRoot(what, root); err != nil {
-		return nil, err
+		return operation{}, err
 	}
 	n := c.Size()
 	if c.Rank() == root && len(recv) != n*len(send) {
-		return nil, c.badArg(what, "root's recv is %d bytes but %d ranks send %d bytes each; recv must hold %d bytes", len(recv), n, len(send), n*len(send))
+		return operation{}, c.badArg(what, "root's recv is %d bytes but %d ranks send %d bytes each; recv must hold %d bytes", len(recv), n, len(send), n*len(send))
 	}
-	return func(ctx context.Context) error {
-		return c.runColl(ctx, what, header(transport.CollGather, dt, 0, n*len(send)/dt.Size(), root, algoDissemination),
-			func(ctx context.Context, t transport.Transport, h transport.Header) error {
-				return dissemination.Gather(ctx, t, h, send, recv, root)
-			})
-	}, nil
+	return operation{kind: opGather, dt: dt, send: send, recv: recv, root: root}, nil
+}
+
+func (c *Comm) gather(ctx context.Context, dt DType, send, recv []byte, root int) error {
+	return c.runColl(ctx, "gather", header(transport.CollGather, dt, 0, c.Size()*len(send)/dt.Size(), root, algoDissemination),
+		func(ctx context.Context, t transport.Transport, h transport.Header) error {
+			return dissemination.Gather(ctx, t, h, send, recv, root)
+		})
 }
 
 // Scatter sends block k of send on rank root to recv on rank k. Every recv
@@ -333,24 +342,26 @@ func (c *Comm) ScatterAsync(ctx context.Context, dt DType, send, recv []byte, ro
 	return c.start(ctx, &nameScatter, run, err)
 }
 
-func (c *Comm) scatterOp(dt DType, send, recv []byte, root int) (func(context.Context) error, error) {
+func (c *Comm) scatterOp(dt DType, send, recv []byte, root int) (operation, error) {
 	const what = "scatter"
 	if err := c.checkDType(what, dt, send, recv); err != nil {
-		return nil, err
+		return operation{}, err
 	}
 	if err := c.checkRoot(what, root); err != nil {
-		return nil, err
+		return operation{}, err
 	}
 	n := c.Size()
 	if c.Rank() == root && len(send) != n*len(recv) {
-		return nil, c.badArg(what, "root's send is %d bytes but must hold %d blocks of recv's %d bytes (%d bytes)", len(send), n, len(recv), n*len(recv))
+		return operation{}, c.badArg(what, "root's send is %d bytes but must hold %d blocks of recv's %d bytes (%d bytes)", len(send), n, len(recv), n*len(recv))
 	}
-	return func(ctx context.Context) error {
-		return c.runColl(ctx, what, header(transport.CollScatter, dt, 0, n*len(recv)/dt.Size(), root, algoDissemination),
-			func(ctx context.Context, t transport.Transport, h transport.Header) error {
-				return dissemination.Scatter(ctx, t, h, send, recv, root)
-			})
-	}, nil
+	return operation{kind: opScatter, dt: dt, send: send, recv: recv, root: root}, nil
+}
+
+func (c *Comm) scatter(ctx context.Context, dt DType, send, recv []byte, root int) error {
+	return c.runColl(ctx, "scatter", header(transport.CollScatter, dt, 0, c.Size()*len(recv)/dt.Size(), root, algoDissemination),
+		func(ctx context.Context, t transport.Transport, h transport.Header) error {
+			return dissemination.Scatter(ctx, t, h, send, recv, root)
+		})
 }
 
 // AllToAll sends block k of send to rank k, and receives rank k's block
@@ -368,21 +379,23 @@ func (c *Comm) AllToAllAsync(ctx context.Context, dt DType, send, recv []byte) *
 	return c.start(ctx, &nameAllToAll, run, err)
 }
 
-func (c *Comm) allToAllOp(dt DType, send, recv []byte) (func(context.Context) error, error) {
+func (c *Comm) allToAllOp(dt DType, send, recv []byte) (operation, error) {
 	const what = "alltoall"
 	if err := c.checkDType(what, dt, send, recv); err != nil {
-		return nil, err
+		return operation{}, err
 	}
 	n := c.Size()
 	if len(send) != len(recv) || (len(send)/dt.Size())%n != 0 {
-		return nil, c.badArg(what, "send is %d bytes and recv %d; both must hold %d equal blocks of whole %v elements", len(send), len(recv), n, dt)
+		return operation{}, c.badArg(what, "send is %d bytes and recv %d; both must hold %d equal blocks of whole %v elements", len(send), len(recv), n, dt)
 	}
-	return func(ctx context.Context) error {
-		return c.runColl(ctx, what, header(transport.CollAllToAll, dt, 0, len(send)/dt.Size(), -1, algoPairwise),
-			func(ctx context.Context, t transport.Transport, h transport.Header) error {
-				return pairwise.AllToAll(ctx, t, h, send, recv)
-			})
-	}, nil
+	return operation{kind: opAllToAll, dt: dt, send: send, recv: recv}, nil
+}
+
+func (c *Comm) allToAll(ctx context.Context, dt DType, send, recv []byte) error {
+	return c.runColl(ctx, "alltoall", header(transport.CollAllToAll, dt, 0, len(send)/dt.Size(), -1, algoPairwise),
+		func(ctx context.Context, t transport.Transport, h transport.Header) error {
+			return pairwise.AllToAll(ctx, t, h, send, recv)
+		})
 }
 
 // Barrier returns once every rank has called it (dissemination barrier,
@@ -398,13 +411,13 @@ func (c *Comm) BarrierAsync(ctx context.Context) *Work {
 	return c.start(ctx, &nameBarrier, run, err)
 }
 
-func (c *Comm) barrierOp() (func(context.Context) error, error) {
-	return func(ctx context.Context) error {
-		return c.runColl(ctx, "barrier", header(transport.CollBarrier, 0, 0, 0, -1, algoDissemination),
-			func(ctx context.Context, t transport.Transport, h transport.Header) error {
-				return dissemination.Barrier(ctx, t, h)
-			})
-	}, nil
+func (c *Comm) barrierOp() (operation, error) { return operation{kind: opBarrier}, nil }
+
+func (c *Comm) barrier(ctx context.Context) error {
+	return c.runColl(ctx, "barrier", header(transport.CollBarrier, 0, 0, 0, -1, algoDissemination),
+		func(ctx context.Context, t transport.Transport, h transport.Header) error {
+			return dissemination.Barrier(ctx, t, h)
+		})
 }
 
 // The typed wrappers below read and write Go slices through the byte

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/collkit/collkit/internal/bufpool"
 	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
 )
@@ -37,7 +38,7 @@ type Group struct {
 	FusionBytes int
 
 	reduces []groupReduce
-	colls   []func(context.Context) error
+	colls   []operation
 	p2p     []groupP2P
 	err     error // the first argument error
 	ran     bool
@@ -59,12 +60,12 @@ type groupP2P struct {
 // Group starts an empty group on c.
 func (c *Comm) Group() *Group { return &Group{c: c} }
 
-func (g *Group) add(run func(context.Context) error, err error) {
+func (g *Group) add(o operation, err error) {
 	switch {
 	case err != nil && g.err == nil:
 		g.err = err
 	case err == nil:
-		g.colls = append(g.colls, run)
+		g.colls = append(g.colls, o)
 	}
 }
 
@@ -140,25 +141,25 @@ func (g *Group) Start(ctx context.Context) *Work {
 	return g.c.start(ctx, &nameGroup, run, err)
 }
 
-func (g *Group) op() (func(context.Context) error, error) {
+func (g *Group) op() (operation, error) {
 	if g.ran {
-		return nil, fmt.Errorf("collkit: rank %d: %w: group already run; start a new one with Comm.Group", g.c.Rank(), ErrBadArgument)
+		return operation{}, fmt.Errorf("collkit: rank %d: %w: group already run; start a new one with Comm.Group", g.c.Rank(), ErrBadArgument)
 	}
 	g.ran = true
 	if g.err != nil {
-		return nil, g.err
+		return operation{}, g.err
 	}
-	return func(ctx context.Context) error {
+	return funcOp(func(ctx context.Context) error {
 		if err := g.runReduces(ctx); err != nil {
 			return err
 		}
-		for _, run := range g.colls {
-			if err := run(ctx); err != nil {
+		for i := range g.colls {
+			if err := g.c.runOp(ctx, &g.colls[i]); err != nil {
 				return err
 			}
 		}
 		return g.runP2P(ctx)
-	}, nil
+	}), nil
 }
 
 // runReduces runs the all-reduces, fused by dtype and op in order of first
@@ -199,22 +200,16 @@ func (g *Group) runReduces(ctx context.Context) error {
 	return nil
 }
 
-// fusionBuffers holds fusion buffers between groups.
-var fusionBuffers sync.Pool
-
-// fused all-reduces rs, of bytes in total, as one buffer.
+// fused all-reduces rs, of bytes in total, as one buffer from the shared
+// pools (internal/bufpool).
 func (g *Group) fused(ctx context.Context, dt DType, op Op, rs []groupReduce, bytes int) error {
 	c := g.c
 	if len(rs) == 1 {
 		return c.allReduce(ctx, dt, op, rs[0].send, rs[0].recv)
 	}
-	bp, _ := fusionBuffers.Get().(*[]byte)
-	if bp == nil || cap(*bp) < bytes {
-		b := make([]byte, bytes)
-		bp = &b
-	}
-	defer fusionBuffers.Put(bp)
-	buf := (*bp)[:bytes]
+	fb := bufpool.Get(bytes)
+	defer bufpool.Put(fb)
+	buf := fb.B
 	off := 0
 	for _, r := range rs {
 		off += copy(buf[off:], r.send)

@@ -115,10 +115,10 @@ func (c *Comm) StatsRegistry() *metrics.Registry { return c.obs.stats }
 // ErrBadArgument error.
 func (c *Comm) Trace(ctx context.Context) ([]tracing.Event, error) {
 	var events []tracing.Event
-	err := c.call(ctx, &nameTrace, func(ctx context.Context) (err error) {
+	err := c.call(ctx, &nameTrace, funcOp(func(ctx context.Context) (err error) {
 		events, err = c.trace(ctx)
 		return err
-	}, nil)
+	}), nil)
 	return events, err
 }
 

@@ -44,15 +44,17 @@ func (c *Comm) SendAsync(ctx context.Context, dt DType, buf []byte, peer int) *W
 	return c.start(ctx, &nameSend, run, err)
 }
 
-func (c *Comm) sendOp(dt DType, buf []byte, peer int) (func(context.Context) error, error) {
+func (c *Comm) sendOp(dt DType, buf []byte, peer int) (operation, error) {
 	if err := c.checkP2P("send", dt, buf, peer); err != nil {
-		return nil, err
+		return operation{}, err
 	}
-	return func(ctx context.Context) error {
-		return c.runP2P(ctx, "send", peer, func(ctx context.Context, t transport.Transport, h transport.Header) error {
-			return sendChunks(ctx, t, peer, h, buf)
-		}, c.p2pHeader(dt, buf, peer, true))
-	}, nil
+	return operation{kind: opSend, dt: dt, send: buf, root: peer}, nil
+}
+
+func (c *Comm) send(ctx context.Context, dt DType, buf []byte, peer int) error {
+	return c.runP2P(ctx, "send", peer, func(ctx context.Context, t transport.Transport, h transport.Header) error {
+		return sendChunks(ctx, t, peer, h, buf)
+	}, c.p2pHeader(dt, buf, peer, true))
 }
 
 // Recv receives the next Send from rank peer into buf, which must have the
@@ -68,15 +70,17 @@ func (c *Comm) RecvAsync(ctx context.Context, dt DType, buf []byte, peer int) *W
 	return c.start(ctx, &nameRecv, run, err)
 }
 
-func (c *Comm) recvOp(dt DType, buf []byte, peer int) (func(context.Context) error, error) {
+func (c *Comm) recvOp(dt DType, buf []byte, peer int) (operation, error) {
 	if err := c.checkP2P("recv", dt, buf, peer); err != nil {
-		return nil, err
+		return operation{}, err
 	}
-	return func(ctx context.Context) error {
-		return c.runP2P(ctx, "recv", peer, func(ctx context.Context, t transport.Transport, h transport.Header) error {
-			return recvChunks(ctx, t, peer, h, buf)
-		}, c.p2pHeader(dt, buf, peer, false))
-	}, nil
+	return operation{kind: opRecv, dt: dt, recv: buf, root: peer}, nil
+}
+
+func (c *Comm) recv(ctx context.Context, dt DType, buf []byte, peer int) error {
+	return c.runP2P(ctx, "recv", peer, func(ctx context.Context, t transport.Transport, h transport.Header) error {
+		return recvChunks(ctx, t, peer, h, buf)
+	}, c.p2pHeader(dt, buf, peer, false))
 }
 
 func (c *Comm) checkP2P(what string, dt DType, buf []byte, peer int) error {

@@ -47,10 +47,10 @@ type subState struct {
 // not yet waiting, a copy.
 func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	var sub *Comm
-	err := c.call(ctx, &nameSplit, func(ctx context.Context) (err error) {
+	err := c.call(ctx, &nameSplit, funcOp(func(ctx context.Context) (err error) {
 		sub, err = c.split(ctx, color, key)
 		return err
-	}, nil)
+	}), nil)
 	return sub, err
 }
 

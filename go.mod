@@ -42,4 +42,7 @@ require (
 	github.com/vishvananda/netns v0.0.5 // indirect
 )
 
-require go.uber.org/goleak v1.3.0
+require (
+	github.com/valyala/bytebufferpool v1.0.0
+	go.uber.org/goleak v1.3.0
+)

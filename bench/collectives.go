@@ -51,26 +51,32 @@ type collective struct {
 	// collectives without an in-place form run out of place in both columns.
 	args func(x *call, inPlace bool) (send, recv []byte)
 	run  func(ctx context.Context, x *call, send, recv []byte) error
-	// want is this rank's expected output for the inputs of seed, and the
-	// buffer that holds it; nil when this rank has no output.
-	want func(x *call, seed uint64, recv []byte) (want, got []byte)
+	// wrong counts the elements of this rank's output (recv) that differ
+	// from what the inputs of seed give; zero when this rank has none. It
+	// makes the expected values a few KiB at a time (verify.WrongFill,
+	// WrongExpect), so that a rank holds no third buffer of the size.
+	wrong func(x *call, seed uint64, recv []byte) int
 }
 
 func sameSizes(_ *call, s int) (int, int) { return s, s }
 
 func outOfPlace(x *call, _ bool) ([]byte, []byte) { return x.send, x.recv }
 
-// fillRank is rank k's seeded input of count elements.
-func fillRank(x *call, seed uint64, k, count int) []byte {
-	b := make([]byte, count*x.cfg.DType.Size())
-	verify.Fill(x.cfg.DType, x.cfg.Op, b, seed, k)
-	return b
+// wrongFill counts the elements of got that differ from rank k's input
+// from element first on.
+func wrongFill(x *call, seed uint64, got []byte, k, first int) int {
+	return verify.WrongFill(x.cfg.DType, x.cfg.Op, got, seed, k, first)
 }
 
-func expectAll(x *call, seed uint64, count int) []byte {
-	b := make([]byte, count*x.cfg.DType.Size())
-	verify.Expect(x.cfg.DType, x.cfg.Op, b, seed, x.n)
-	return b
+// wrongGathered counts the wrong elements of every rank's block of inputs
+// in got, in rank order: what an all-gather leaves on every rank and a
+// gather on the root.
+func wrongGathered(x *call, seed uint64, got []byte) int {
+	bs, wrong := x.count/x.n*x.cfg.DType.Size(), 0
+	for k := range x.n {
+		wrong += wrongFill(x, seed, got[k*bs:(k+1)*bs], k, 0)
+	}
+	return wrong
 }
 
 var collectives = map[string]collective{
@@ -81,8 +87,8 @@ var collectives = map[string]collective{
 		run: func(ctx context.Context, x *call, _, buf []byte) error {
 			return x.c.Broadcast(ctx, x.cfg.DType, buf, x.root)
 		},
-		want: func(x *call, seed uint64, buf []byte) ([]byte, []byte) {
-			return fillRank(x, seed, x.root, x.count), buf
+		wrong: func(x *call, seed uint64, buf []byte) int {
+			return wrongFill(x, seed, buf, x.root, 0)
 		},
 	},
 	"reduce": {
@@ -97,11 +103,11 @@ var collectives = map[string]collective{
 		run: func(ctx context.Context, x *call, send, recv []byte) error {
 			return x.c.Reduce(ctx, x.cfg.DType, x.cfg.Op, send, recv, x.root)
 		},
-		want: func(x *call, seed uint64, recv []byte) ([]byte, []byte) {
+		wrong: func(x *call, seed uint64, recv []byte) int {
 			if x.r != x.root {
-				return nil, nil
+				return 0
 			}
-			return expectAll(x, seed, x.count), recv
+			return verify.WrongExpect(x.cfg.DType, x.cfg.Op, recv, seed, x.n, 0)
 		},
 	},
 	"allgather": {
@@ -116,9 +122,7 @@ var collectives = map[string]collective{
 		run: func(ctx context.Context, x *call, send, recv []byte) error {
 			return x.c.AllGather(ctx, x.cfg.DType, send, recv)
 		},
-		want: func(x *call, seed uint64, recv []byte) ([]byte, []byte) {
-			return gathered(x, seed), recv
-		},
+		wrong: wrongGathered,
 	},
 	"reducescatter": {
 		blocks: true, reduces: true,
@@ -132,8 +136,8 @@ var collectives = map[string]collective{
 		run: func(ctx context.Context, x *call, send, recv []byte) error {
 			return x.c.ReduceScatter(ctx, x.cfg.DType, x.cfg.Op, send, recv)
 		},
-		want: func(x *call, seed uint64, recv []byte) ([]byte, []byte) {
-			return expectAll(x, seed, x.count)[x.r*x.block : (x.r+1)*x.block], recv
+		wrong: func(x *call, seed uint64, recv []byte) int {
+			return verify.WrongExpect(x.cfg.DType, x.cfg.Op, recv, seed, x.n, x.r*x.block/x.cfg.DType.Size())
 		},
 	},
 	"alltoall": {
@@ -148,12 +152,12 @@ var collectives = map[string]collective{
 		run: func(ctx context.Context, x *call, send, recv []byte) error {
 			return x.c.AllToAll(ctx, x.cfg.DType, send, recv)
 		},
-		want: func(x *call, seed uint64, recv []byte) ([]byte, []byte) {
-			var w []byte
+		wrong: func(x *call, seed uint64, recv []byte) int {
+			wrong := 0
 			for k := range x.n {
-				w = append(w, fillRank(x, seed, k, x.count)[x.r*x.block:(x.r+1)*x.block]...)
+				wrong += wrongFill(x, seed, recv[k*x.block:(k+1)*x.block], k, x.r*x.block/x.cfg.DType.Size())
 			}
-			return w, recv
+			return wrong
 		},
 	},
 	"gather": {
@@ -163,11 +167,11 @@ var collectives = map[string]collective{
 		run: func(ctx context.Context, x *call, send, recv []byte) error {
 			return x.c.Gather(ctx, x.cfg.DType, send, recv, x.root)
 		},
-		want: func(x *call, seed uint64, recv []byte) ([]byte, []byte) {
+		wrong: func(x *call, seed uint64, recv []byte) int {
 			if x.r != x.root {
-				return nil, nil
+				return 0
 			}
-			return gathered(x, seed), recv
+			return wrongGathered(x, seed, recv)
 		},
 	},
 	"scatter": {
@@ -177,8 +181,8 @@ var collectives = map[string]collective{
 		run: func(ctx context.Context, x *call, send, recv []byte) error {
 			return x.c.Scatter(ctx, x.cfg.DType, send, recv, x.root)
 		},
-		want: func(x *call, seed uint64, recv []byte) ([]byte, []byte) {
-			return fillRank(x, seed, x.root, x.count)[x.r*x.block : (x.r+1)*x.block], recv
+		wrong: func(x *call, seed uint64, recv []byte) int {
+			return wrongFill(x, seed, recv, x.root, x.r*x.block/x.cfg.DType.Size())
 		},
 	},
 	"sendrecv": {
@@ -196,8 +200,8 @@ var collectives = map[string]collective{
 			g.Recv(x.cfg.DType, recv, (x.r-1+x.n)%x.n)
 			return g.Run(ctx)
 		},
-		want: func(x *call, seed uint64, recv []byte) ([]byte, []byte) {
-			return fillRank(x, seed, (x.r-1+x.n)%x.n, x.count), recv
+		wrong: func(x *call, seed uint64, recv []byte) int {
+			return wrongFill(x, seed, recv, (x.r-1+x.n)%x.n, 0)
 		},
 	},
 }
@@ -246,15 +250,27 @@ func RunCollective(ctx context.Context, c *collkit.Comm, coll string, cfg Config
 		return nil, fmt.Errorf("root %d is not a rank of %d (0 to %d)", root, c.Size(), c.Size()-1)
 	}
 	n, es := c.Size(), cfg.DType.Size()
-	var rows []Row
-	for _, size := range cfg.Sizes() {
+	newCall := func(size int64) *call {
 		count := int(size) / es
 		if spec.blocks {
 			count = max(count/n, 1) * n
 		}
-		x := &call{c: c, cfg: cfg, n: n, r: c.Rank(), root: root, count: count, block: count / n * es}
+		return &call{c: c, cfg: cfg, n: n, r: c.Rank(), root: root, count: count, block: count / n * es}
+	}
+	// One send and one receive buffer for the whole sweep, of the largest
+	// size's lengths, are all a rank holds of the sizes.
+	var send, recv []byte
+	if sizes := cfg.Sizes(); len(sizes) > 0 {
+		x := newCall(sizes[len(sizes)-1])
+		sb, rb := spec.sizes(x, x.count*es)
+		send, recv = make([]byte, sb), make([]byte, rb)
+	}
+	var rows []Row
+	for _, size := range cfg.Sizes() {
+		x := newCall(size)
+		count := x.count
 		sb, rb := spec.sizes(x, count*es)
-		x.send, x.recv = make([]byte, sb), make([]byte, rb)
+		x.send, x.recv = send[:sb], recv[:rb]
 		verify.Fill(cfg.DType, cfg.Op, x.send, cfg.Seed, x.r)
 		verify.Fill(cfg.DType, cfg.Op, x.recv, cfg.Seed, x.r)
 		row := Row{Bytes: int64(count * es), Count: int64(count), DType: cfg.DType.String(), Op: "none", Root: -1,
@@ -300,9 +316,7 @@ func checkColl(ctx context.Context, x *call, cfg Config, spec collective, inPlac
 		if err := spec.run(ctx, x, send, recv); err != nil {
 			return 0, err
 		}
-		if want, got := spec.want(x, seed, recv); want != nil || got != nil {
-			wrong[0] += int64(verify.Wrong(cfg.DType, got, want))
-		}
+		wrong[0] += int64(spec.wrong(x, seed, recv))
 	}
 	if err := collkit.AllReduce(ctx, x.c, wrong[:], wrong[:], collkit.Sum); err != nil {
 		return 0, err
@@ -318,13 +332,3 @@ func Rooted(coll string) bool { return collectives[coll].rooted }
 
 // IsCollective reports whether name is one of Collectives.
 func IsCollective(name string) bool { return slices.Contains(Collectives(), name) }
-
-// gathered is every rank's block of inputs, in rank order: what an
-// all-gather leaves on every rank and a gather on the root.
-func gathered(x *call, seed uint64) []byte {
-	var w []byte
-	for k := range x.n {
-		w = append(w, fillRank(x, seed, k, x.count/x.n)...)
-	}
-	return w
-}

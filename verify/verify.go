@@ -157,3 +157,33 @@ func Wrong(dt reduce.DType, got, want []byte) int {
 	}
 	return wrong
 }
+
+// WrongFill counts the elements of got that differ from rank's input as
+// Fill writes it, got starting at element first. It needs no buffer of
+// got's size: the expected values are made a few KiB at a time.
+func WrongFill(dt reduce.DType, op reduce.Op, got []byte, seed uint64, rank, first int) int {
+	return wrongAgainst(dt, got, first, func(want []byte, at int) { FillFrom(dt, op, want, seed, rank, at) })
+}
+
+// WrongExpect counts the elements of got that differ from the all-reduce
+// of n ranks' inputs as Expect writes it, got starting at element first.
+// It needs no buffer of got's size.
+func WrongExpect(dt reduce.DType, op reduce.Op, got []byte, seed uint64, n, first int) int {
+	return wrongAgainst(dt, got, first, func(want []byte, at int) { ExpectFrom(dt, op, want, seed, n, at) })
+}
+
+// wrongAgainst compares got, from element first on, with what make writes,
+// chunk by chunk.
+func wrongAgainst(dt reduce.DType, got []byte, first int, make func(want []byte, at int)) int {
+	es := dt.Size()
+	var chunk [4096]byte
+	n := len(chunk) / es * es
+	wrong := 0
+	for off := 0; off < len(got); off += n {
+		g := got[off:min(off+n, len(got))]
+		want := chunk[:len(g)]
+		make(want, first+off/es)
+		wrong += Wrong(dt, g, want)
+	}
+	return wrong
+}

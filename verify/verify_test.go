@@ -122,3 +122,33 @@ func TestFromIsABlock(t *testing.T) {
 		}
 	}
 }
+
+// WrongFill and WrongExpect count what Wrong counts against Fill's and
+// Expect's whole buffers, from any first element, without those buffers.
+func TestWrongWithoutBuffers(t *testing.T) {
+	const count, first = 3001, 997
+	dt, op := reduce.BFloat16, reduce.Max
+	es := dt.Size()
+	in := make([]byte, (first+count)*es)
+	verify.Fill(dt, op, in, 5, 2)
+	all := make([]byte, len(in))
+	verify.Expect(dt, op, all, 5, 3)
+	for _, bad := range []int{0, 1, 77} {
+		got := append([]byte(nil), all[first*es:]...)
+		fills := append([]byte(nil), in[first*es:]...)
+		for i := range bad {
+			got[(i*37%count)*es] ^= 0x40
+			fills[(i*37%count)*es] ^= 0x40
+		}
+		want := verify.Wrong(dt, got, all[first*es:])
+		if want != bad {
+			t.Fatalf("Wrong counts %d of %d flipped elements", want, bad)
+		}
+		if w := verify.WrongExpect(dt, op, got, 5, 3, first); w != want {
+			t.Errorf("WrongExpect = %d, Wrong = %d", w, want)
+		}
+		if w := verify.WrongFill(dt, op, fills, 5, 2, first); w != want {
+			t.Errorf("WrongFill = %d, Wrong = %d", w, want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"math/bits"
 
 	"github.com/collkit/collkit/algo/pipeline"
+	"github.com/collkit/collkit/internal/bufpool"
 	"github.com/collkit/collkit/transport"
 )
 
@@ -37,7 +38,7 @@ func Gather(ctx context.Context, t transport.Transport, h transport.Header, send
 		size = min(1<<bits.TrailingZeros(uint(u)), n-u)
 	}
 	buf := recv
-	var wrap *[]byte // the root's staging for the one run that wraps past rank n-1
+	var wrap *bufpool.Buffer // the root's staging for the one run that wraps past rank n-1
 	defer func() {
 		if wrap != nil {
 			pipeline.Release(wrap)
@@ -49,7 +50,7 @@ func Gather(ctx context.Context, t transport.Transport, h transport.Header, send
 	case r != root:
 		st := pipeline.Stage(size * bs)
 		defer pipeline.Release(st)
-		buf = *st
+		buf = st.B
 		copy(buf[(size-1)*bs:], send)
 	case !pipeline.SameBuffer(recv[r*bs:(r+1)*bs], send):
 		copy(recv[r*bs:], send)
@@ -71,7 +72,7 @@ func Gather(ctx context.Context, t transport.Transport, h transport.Header, send
 				in = recv[first*bs : (first+m)*bs]
 			default:
 				wrap = pipeline.Stage(m * bs)
-				in = *wrap
+				in = wrap.B
 			}
 		}
 		if err := p.exchange(ctx, h, k, s, out, in); err != nil {
@@ -115,7 +116,7 @@ func Scatter(ctx context.Context, t transport.Transport, h transport.Header, sen
 		if held > 1 {
 			st := pipeline.Stage(held * bs)
 			defer pipeline.Release(st)
-			buf = *st
+			buf = st.B
 		}
 	}
 	// block is the block of v + x (x a multiple of stride) in what this
@@ -136,9 +137,9 @@ func Scatter(ctx context.Context, t transport.Transport, h transport.Header, sen
 		if v < s && v+s < n {
 			m := 0
 			for x := s; v+x < n; x += 2 * s {
-				m += copy((*pack)[m:], block(x))
+				m += copy(pack.B[m:], block(x))
 			}
-			out = (*pack)[:m]
+			out = pack.B[:m]
 		}
 		if s <= v && v < 2*s {
 			in = buf

@@ -41,14 +41,14 @@ func Reduce(ctx context.Context, t transport.Transport, h transport.Header, send
 		if acc = recv; r != root {
 			a := pipeline.Stage(len(send))
 			defer pipeline.Release(a)
-			acc = *a
+			acc = a.B
 		}
 		if !pipeline.SameBuffer(acc, send) {
 			copy(acc, send)
 		}
 		st := pipeline.Stage(len(send))
 		defer pipeline.Release(st)
-		in = *st
+		in = st.B
 	}
 	for k, s := 0, 1; s < p.n; k, s = k+1, 2*s {
 		h.Step = uint32(k)

@@ -156,7 +156,7 @@ func (o *allReduce) run(ctx context.Context) error {
 	}
 	stage := pipeline.Stage(o.seg)
 	defer pipeline.Release(stage)
-	o.stage = *stage
+	o.stage = stage.B
 
 	src := o.send
 	if o.rank < 2*o.rem {
@@ -169,18 +169,25 @@ func (o *allReduce) run(ctx context.Context) error {
 		src = o.recv
 	}
 
+	var crew *pipeline.Crew
+	rctx := ctx // the rounds' context
 	if !o.eager {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
-		o.tx = startSender(ctx, cancel, o.t)
-		defer o.tx.stop()
+		crew = pipeline.StartCrew(ctx)
+		rctx = crew.Context()
+		o.tx = startSender(crew, o.t)
 	}
 	var err error
 	if o.doubling {
-		err = o.recursiveDoubling(ctx, v, src)
+		err = o.recursiveDoubling(rctx, v, src)
 	} else {
-		err = o.rabenseifner(ctx, v, src)
+		err = o.rabenseifner(rctx, v, src)
+	}
+	if crew != nil {
+		o.tx.stop()
+		err = crew.Wait(err)
+		crew.Release()
+		o.tx.release()
+		o.tx = nil
 	}
 	if err != nil {
 		return err
@@ -305,7 +312,7 @@ func (o *allReduce) exchange(ctx context.Context, x *exchange) error {
 	o.tx.post(x.peer, h, x.out, o.seg)
 	recvErr := o.receive(ctx, x, h, &o.tx.sent)
 	if recvErr != nil {
-		o.tx.cancel() // unblock the sender
+		o.tx.crew.Fail() // unblock the sender
 	}
 	sendErr := <-o.tx.done
 	if sendErr != nil && (recvErr == nil || pipeline.Canceled(recvErr)) {

@@ -2,9 +2,9 @@ package halvingdoubling
 
 import (
 	"context"
+	"sync"
 
 	"github.com/collkit/collkit/algo/pipeline"
-
 	"github.com/collkit/collkit/transport"
 )
 
@@ -26,43 +26,50 @@ func sendSegments(ctx context.Context, t transport.Transport, peer int, h transp
 
 // sender is the goroutine that sends one side of each exchange while the
 // all-reduce's own goroutine receives the other, so both directions of a link
-// are busy at once. One lives for one all-reduce and handles one exchange at
-// a time.
+// are busy at once. One serves one all-reduce, as a crew's Job, and handles
+// one exchange at a time; senders are reused from call to call.
 type sender struct {
-	t      transport.Transport
-	ctx    context.Context
-	cancel context.CancelFunc // called on a send error, to unblock the receiver
-	jobs   chan sendJob
-	done   chan error        // one result per job
-	sent   pipeline.Progress // segments of the current job sent
+	t    transport.Transport
+	crew *pipeline.Crew
+	jobs chan sendJob
+	done chan error        // one result per job
+	sent pipeline.Progress // segments of the current job sent
 }
 
 type sendJob struct {
-	peer int
+	peer int // -1: stop
 	h    transport.Header
 	buf  []byte
 	seg  int
 }
 
-func startSender(ctx context.Context, cancel context.CancelFunc, t transport.Transport) *sender {
-	s := &sender{
-		t: t, ctx: ctx, cancel: cancel,
-		jobs: make(chan sendJob, 1),
-		done: make(chan error, 1),
-	}
+var senders = sync.Pool{New: func() any {
+	return &sender{jobs: make(chan sendJob, 1), done: make(chan error, 1)}
+}}
+
+// startSender starts a sender for t in crew.
+func startSender(crew *pipeline.Crew, t transport.Transport) *sender {
+	s := senders.Get().(*sender)
+	s.t, s.crew = t, crew
 	s.sent.Init()
-	go s.loop()
+	crew.Go(s)
 	return s
 }
 
-func (s *sender) loop() {
+// Run sends the posted jobs until stop. A failed send cancels the crew, to
+// unblock the receiver, and is reported on done like any other result.
+func (s *sender) Run(ctx context.Context) error {
 	for j := range s.jobs {
-		err := sendSegments(s.ctx, s.t, j.peer, j.h, j.buf, j.seg, &s.sent)
+		if j.peer < 0 {
+			return nil
+		}
+		err := sendSegments(ctx, s.t, j.peer, j.h, j.buf, j.seg, &s.sent)
 		if err != nil {
-			s.cancel()
+			s.crew.Fail()
 		}
 		s.done <- err
 	}
+	return nil
 }
 
 // post starts sending buf; the caller then reads exactly one result from
@@ -72,5 +79,11 @@ func (s *sender) post(peer int, h transport.Header, buf []byte, seg int) {
 	s.jobs <- sendJob{peer: peer, h: h, buf: buf, seg: seg}
 }
 
-// stop ends the goroutine once it is idle.
-func (s *sender) stop() { close(s.jobs) }
+// stop ends the goroutine once it is idle; the caller then waits for the
+// crew and gives the sender back with release.
+func (s *sender) stop() { s.jobs <- sendJob{peer: -1} }
+
+func (s *sender) release() {
+	s.t, s.crew = nil, nil
+	senders.Put(s)
+}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
+	"sync"
 
 	"github.com/collkit/collkit/algo/pipeline"
 	"github.com/collkit/collkit/algo/ring"
@@ -150,17 +153,15 @@ func (c Config) AllReduce(ctx context.Context, t transport.Transport, h transpor
 	if err != nil {
 		return fmt.Errorf("hierarchical: %w", err)
 	}
-	tp, err := c.topology(t)
+	st, err := c.acquire(t)
 	if err != nil {
 		return err
 	}
+	defer st.release()
+	tp := &st.tp
+	// Nil Intra and Inter stay nil, and levelAllReduce calls c.Ring: the
+	// method value c.Ring.AllReduce would cost an allocation per call.
 	intra, inter := c.Intra, c.Inter
-	if intra == nil {
-		intra = c.Ring.AllReduce
-	}
-	if inter == nil {
-		inter = c.Ring.AllReduce
-	}
 	size := len(tp.nodes[tp.node])
 	switch {
 	case len(tp.nodes) == 1:
@@ -171,17 +172,18 @@ func (c Config) AllReduce(ctx context.Context, t transport.Transport, h transpor
 	if !pipeline.SameBuffer(send, recv) {
 		copy(recv, send)
 	}
-	x := &run{c: c, t: t, tp: tp, h: h, n: n, intra: intra, inter: inter}
+	x := &st.run
+	*x = run{c: c, t: t, st: st, tp: tp, h: h, n: n, intra: intra, inter: inter}
 	if x.h.Op == reduce.Avg {
 		x.h.Op = reduce.Sum
 		x.avg = true
 	}
-	defer x.close()
 	if tp.even {
 		err = x.shards(ctx, recv, es)
 	} else {
 		err = x.leaders(ctx, recv)
 	}
+	*x = run{}
 	if err != nil {
 		return fmt.Errorf("hierarchical: rank %d (node %d, local rank %d of %d): %w", r, tp.node, tp.local, size, err)
 	}
@@ -196,28 +198,30 @@ func (c Config) flat(ctx context.Context, level string, fn AllReduceFunc, lt, t 
 		return fmt.Errorf("hierarchical: rank %d: the %s transport has rank %d of %d, but this is the only level, so it must span all %d ranks with the same numbering",
 			t.Rank(), level, lt.Rank(), lt.Size(), t.Size())
 	}
-	if err := fn(ctx, lt, h, send, recv); err != nil {
+	if err := c.levelAllReduce(ctx, fn, lt, h, send, recv); err != nil {
 		return fmt.Errorf("hierarchical: rank %d: %s all-reduce: %w", t.Rank(), level, err)
 	}
 	return nil
+}
+
+// levelAllReduce runs fn, Config.Intra or Inter, or the ring when it is nil.
+func (c *Config) levelAllReduce(ctx context.Context, fn AllReduceFunc, t transport.Transport, h transport.Header, send, recv []byte) error {
+	if fn == nil {
+		return c.Ring.AllReduce(ctx, t, h, send, recv)
+	}
+	return fn(ctx, t, h, send, recv)
 }
 
 // run is one hierarchical all-reduce on one rank.
 type run struct {
 	c            Config
 	t            transport.Transport
-	tp           topology
+	st           *state
+	tp           *topology
 	h            transport.Header // the caller's, with Sum for Avg
 	avg          bool
-	n            int // ranks in all
-	intra, inter AllReduceFunc
-	groups       []*group.Transport // made here, closed when done
-}
-
-func (x *run) close() {
-	for _, g := range x.groups {
-		g.Close()
-	}
+	n            int           // ranks in all
+	intra, inter AllReduceFunc // nil: the ring
 }
 
 // header is the header of one phase: the level's tag in Comm and the
@@ -241,7 +245,7 @@ func (x *run) intraT() (transport.Transport, error) {
 		}
 		return lt, nil
 	}
-	return x.group(ranks, groupComm(levelIntra, x.tp.node))
+	return x.st.group(x.t, levelIntra, ranks, groupComm(levelIntra, x.tp.node))
 }
 
 // interT is the transport between this rank and the ranks of the same local
@@ -255,20 +259,14 @@ func (x *run) interT(level int) (transport.Transport, error) {
 		}
 		return lt, nil
 	}
+	if g := x.st.groups[level]; g != nil {
+		return g, nil
+	}
 	ranks := make([]int, len(x.tp.nodes))
 	for k, node := range x.tp.nodes {
 		ranks[k] = node[x.tp.local]
 	}
-	return x.group(ranks, groupComm(level, x.tp.local))
-}
-
-func (x *run) group(ranks []int, comm uint32) (transport.Transport, error) {
-	g, err := group.New(x.t, ranks, comm)
-	if err != nil {
-		return nil, err
-	}
-	x.groups = append(x.groups, g)
-	return g, nil
+	return x.st.group(x.t, level, ranks, groupComm(level, x.tp.local))
 }
 
 // shards is the all-reduce of nodes of L ranks each, in three phases over
@@ -284,7 +282,10 @@ func (x *run) shards(ctx context.Context, buf []byte, es int) error {
 	}
 	size := len(x.tp.nodes[x.tp.node])
 	count := len(buf) / es
-	counts := make([]int, size)
+	if cap(x.st.counts) < size {
+		x.st.counts = make([]int, size)
+	}
+	counts := x.st.counts[:size]
 	for l := range size {
 		counts[l] = (l+1)*count/size - l*count/size
 	}
@@ -296,7 +297,7 @@ func (x *run) shards(ctx context.Context, buf []byte, es int) error {
 	if err := x.c.Ring.ReduceScatter(ctx, intraT, x.header(levelIntra, transport.CollReduceScatter), buf, shard, counts); err != nil {
 		return x.intraErr("intra-node reduce-scatter", err)
 	}
-	if err := x.inter(ctx, interT, x.header(levelInter, x.h.Coll), shard, shard); err != nil {
+	if err := x.c.levelAllReduce(ctx, x.inter, interT, x.header(levelInter, x.h.Coll), shard, shard); err != nil {
 		return fmt.Errorf("inter-node all-reduce of shard %d: %w", x.tp.local, err)
 	}
 	if x.avg {
@@ -318,7 +319,7 @@ func (x *run) leaders(ctx context.Context, buf []byte) error {
 		if intraT, err = x.intraT(); err != nil {
 			return err
 		}
-		if err := x.intra(ctx, intraT, x.header(levelIntra, x.h.Coll), buf, buf); err != nil {
+		if err := x.c.levelAllReduce(ctx, x.intra, intraT, x.header(levelIntra, x.h.Coll), buf, buf); err != nil {
 			return x.intraErr("intra-node all-reduce", err)
 		}
 	}
@@ -327,7 +328,7 @@ func (x *run) leaders(ctx context.Context, buf []byte) error {
 		if err != nil {
 			return err
 		}
-		if err := x.inter(ctx, interT, x.header(levelLeaders, x.h.Coll), buf, buf); err != nil {
+		if err := x.c.levelAllReduce(ctx, x.inter, interT, x.header(levelLeaders, x.h.Coll), buf, buf); err != nil {
 			return fmt.Errorf("all-reduce among node leaders: %w", err)
 		}
 		if x.avg {
@@ -354,4 +355,97 @@ func (x *run) intraErr(what string, err error) error {
 		err = &transport.PeerError{Rank: ranks[pe.Rank], Addr: fmt.Sprintf("local rank %d of node %d", pe.Rank, x.tp.node), Op: pe.Op, Err: err}
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// state is what one rank's all-reduces over one transport keep from call to
+// call: the topology and the groups of each level. It is kept in a small
+// cache, so that a steady stream of all-reduces builds them once and
+// allocates nothing.
+type state struct {
+	t              transport.Transport
+	nodes          []int               // Config.Nodes when built
+	intraT, interT transport.Transport // Config's, when built
+	tp             topology
+	groups         [4]*group.Transport // by level; nil until needed
+	counts         []int               // the shards' element counts
+	run            run
+}
+
+// group returns the group of level, made over t from ranks with id comm
+// the first time.
+func (st *state) group(t transport.Transport, level int, ranks []int, comm uint32) (transport.Transport, error) {
+	if g := st.groups[level]; g != nil {
+		return g, nil
+	}
+	g, err := group.New(t, ranks, comm)
+	if err != nil {
+		return nil, err
+	}
+	st.groups[level] = g
+	return g, nil
+}
+
+func (st *state) close() {
+	for _, g := range st.groups {
+		if g != nil {
+			g.Close()
+		}
+	}
+}
+
+// maxStates bounds the cache: beyond it the oldest state's groups close.
+const maxStates = 16
+
+var states struct {
+	sync.Mutex
+	free []*state
+}
+
+// acquire returns the state of c's all-reduces over t, from the cache when
+// it holds one made with the same transports and Nodes. The caller gives it
+// back with release.
+func (c Config) acquire(t transport.Transport) (*state, error) {
+	cacheable := reflect.TypeOf(t).Comparable() &&
+		(c.IntraTransport == nil || reflect.TypeOf(c.IntraTransport).Comparable()) &&
+		(c.InterTransport == nil || reflect.TypeOf(c.InterTransport).Comparable())
+	if cacheable {
+		states.Lock()
+		for i, st := range states.free {
+			if st.t == t && st.intraT == c.IntraTransport && st.interT == c.InterTransport && slices.Equal(st.nodes, c.Nodes) {
+				states.free = slices.Delete(states.free, i, i+1)
+				states.Unlock()
+				return st, nil
+			}
+		}
+		states.Unlock()
+	}
+	tp, err := c.topology(t)
+	if err != nil {
+		return nil, err
+	}
+	st := &state{tp: tp, nodes: slices.Clone(c.Nodes)}
+	if cacheable {
+		st.t, st.intraT, st.interT = t, c.IntraTransport, c.InterTransport
+	}
+	return st, nil
+}
+
+// release gives st back to the cache, or closes its groups when it cannot
+// be found again.
+func (st *state) release() {
+	if st.t == nil {
+		st.close()
+		return
+	}
+	states.Lock()
+	var evicted *state
+	if len(states.free) == maxStates {
+		evicted = states.free[0]
+		states.free = slices.Delete(states.free, 0, 1)
+	}
+	states.free = append(states.free, st)
+	states.Unlock()
+	if evicted != nil {
+		evicted.close()
+	}
 }

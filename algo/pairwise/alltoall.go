@@ -3,15 +3,18 @@ package pairwise
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/collkit/collkit/algo/pipeline"
+	"github.com/collkit/collkit/internal/bufpool"
 	"github.com/collkit/collkit/transport"
 )
 
 // AllToAll sends block k of send to rank k and receives rank k's block for
 // this rank into block k of recv, on every rank of t. send and recv have the
 // same length, n blocks of equal size. recv may be send itself (in place),
-// at the cost of a copy of send.
+// at the cost of copies of the blocks that arrive before they leave: about
+// half the buffer.
 //
 // The blocks go out on a sender goroutine while this one receives, unless
 // the transport buffers a whole block (transport.Buffered), in which case
@@ -22,68 +25,124 @@ func AllToAll(ctx context.Context, t transport.Transport, h transport.Header, se
 		return fmt.Errorf("pairwise: all-to-all: rank %d: send is %d bytes and recv %d; both must hold %d equal blocks", r, len(send), len(recv), n)
 	}
 	bs := len(send) / n
-	if pipeline.SameBuffer(send, recv) && bs > 0 {
-		s := pipeline.Stage(len(send))
-		defer pipeline.Release(s)
-		copy(*s, send)
-		send = *s
+	a := senders.Get().(*exchange)
+	defer a.release()
+	a.t, a.h, a.n, a.r, a.bs, a.send, a.recv = t, h, n, r, bs, send, recv
+	inPlace := pipeline.SameBuffer(send, recv) && bs > 0
+	if !inPlace {
+		copy(a.block(recv, r), a.block(send, r))
 	}
-	copy(recv[r*bs:(r+1)*bs], send[r*bs:(r+1)*bs])
 	if n == 1 {
 		return nil
 	}
-	block := func(b []byte, k int) []byte { return b[k*bs : (k+1)*bs] }
-	sendStep := func(ctx context.Context, s int) error {
-		to := (r + s) % n
-		h := h // a copy per step: sends and receives run on two goroutines
-		h.Step = uint32(s)
-		if err := t.Send(ctx, to, h, block(send, to)); err != nil {
-			return fmt.Errorf("pairwise all-to-all step %d/%d: %w", s, n-1, err)
+	b, ok := t.(transport.Buffered)
+	eager := ok && bs <= b.SendBuffer()
+	if inPlace {
+		// Block r-s arrives at step s and leaves at step n-s. Those that
+		// arrive first (s < n-s), and with a sender goroutine the one that
+		// arrives as it leaves (s = n-s), are copied before the first
+		// step and leave from the copy.
+		a.stashed = (n - 1) / 2
+		if !eager {
+			a.stashed = n / 2
 		}
-		return nil
-	}
-	recvStep := func(ctx context.Context, s int) error {
-		from := (r - s + n) % n
-		h := h
-		h.Step = uint32(s)
-		if err := t.Recv(ctx, from, h, block(recv, from)); err != nil {
-			return fmt.Errorf("pairwise all-to-all step %d/%d: %w", s, n-1, err)
+		if a.stashed > 0 {
+			st := bufpool.Get(a.stashed * bs)
+			defer bufpool.Put(st)
+			a.stash = st.B
+			for s := 1; s <= a.stashed; s++ {
+				copy(a.block(a.stash, s-1), a.block(recv, (r-s+n)%n))
+			}
 		}
-		return nil
 	}
-	if b, ok := t.(transport.Buffered); ok && bs <= b.SendBuffer() {
+	if eager {
 		for s := 1; s < n; s++ {
-			if err := sendStep(ctx, s); err != nil {
+			if err := a.sendStep(ctx, s); err != nil {
 				return err
 			}
-			if err := recvStep(ctx, s); err != nil {
+			if err := a.recvStep(ctx, s); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	sendErr := make(chan error, 1)
-	go func() {
-		var err error
-		for s := 1; s < n && err == nil; s++ {
-			err = sendStep(ctx, s)
+	a.sent.Init()
+	crew := pipeline.StartCrew(ctx)
+	crew.Go(a) // every step's send
+	var err error
+	for s := 1; s < n && err == nil; s++ {
+		if inPlace && s > a.stashed {
+			// Block r-s left at step n-s, from recv: wait until it is out.
+			if err = a.sent.Wait(crew.Context(), int64(n-s)); err != nil {
+				break
+			}
 		}
-		if err != nil {
-			cancel() // unblock the receiver
+		err = a.recvStep(crew.Context(), s)
+	}
+	err = crew.Wait(err)
+	crew.Release()
+	return err
+}
+
+// release gives a back, with nothing of the caller's left in it.
+func (a *exchange) release() {
+	a.t, a.send, a.recv, a.stash, a.stashed = nil, nil, nil, nil, 0
+	senders.Put(a)
+}
+
+// exchange is one all-to-all on one rank; as a crew's Job, it sends every
+// step's block. Exchanges are reused from call to call.
+type exchange struct {
+	t          transport.Transport
+	h          transport.Header
+	n, r, bs   int
+	send, recv []byte
+	// In place, the blocks that arrive at steps 1 to stashed, copied
+	// before the first step, in that order.
+	stash   []byte
+	stashed int
+	sent    pipeline.Progress // steps sent, with a sender goroutine
+}
+
+var senders = sync.Pool{New: func() any { return new(exchange) }}
+
+func (a *exchange) block(b []byte, k int) []byte { return b[k*a.bs : (k+1)*a.bs] }
+
+func (a *exchange) header(s int) transport.Header {
+	h := a.h // a copy per step: sends and receives run on two goroutines
+	h.Step = uint32(s)
+	return h
+}
+
+// sendStep sends block r+s to rank r+s.
+func (a *exchange) sendStep(ctx context.Context, s int) error {
+	to := (a.r + s) % a.n
+	out := a.block(a.send, to)
+	if in := a.n - s; a.stash != nil && in <= a.stashed {
+		out = a.block(a.stash, in-1) // it arrived at step n-s
+	}
+	if err := a.t.Send(ctx, to, a.header(s), out); err != nil {
+		return fmt.Errorf("pairwise all-to-all step %d/%d: %w", s, a.n-1, err)
+	}
+	return nil
+}
+
+// recvStep receives block r-s from rank r-s.
+func (a *exchange) recvStep(ctx context.Context, s int) error {
+	from := (a.r - s + a.n) % a.n
+	if err := a.t.Recv(ctx, from, a.header(s), a.block(a.recv, from)); err != nil {
+		return fmt.Errorf("pairwise all-to-all step %d/%d: %w", s, a.n-1, err)
+	}
+	return nil
+}
+
+// Run sends every step's block.
+func (a *exchange) Run(ctx context.Context) error {
+	for s := 1; s < a.n; s++ {
+		if err := a.sendStep(ctx, s); err != nil {
+			return err
 		}
-		sendErr <- err
-	}()
-	var recvErr error
-	for s := 1; s < n && recvErr == nil; s++ {
-		recvErr = recvStep(ctx, s)
+		a.sent.Add()
 	}
-	if recvErr != nil {
-		cancel()
-	}
-	if err := <-sendErr; err != nil && (recvErr == nil || pipeline.Canceled(recvErr)) {
-		return err
-	}
-	return recvErr
+	return nil
 }

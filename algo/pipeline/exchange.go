@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"math"
+	"sync"
 
 	"github.com/collkit/collkit/transport"
 )
@@ -22,22 +23,25 @@ func Exchange(ctx context.Context, t transport.Transport, h transport.Header, to
 		}
 		return t.Recv(ctx, from, h, in)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	sent := make(chan error, 1)
-	go func() {
-		err := t.Send(ctx, to, h, out)
-		if err != nil {
-			cancel() // unblock the receive
-		}
-		sent <- err
-	}()
-	err := t.Recv(ctx, from, h, in)
-	if err != nil {
-		cancel() // unblock the send
-	}
-	if serr := <-sent; serr != nil && (err == nil || Canceled(err)) {
-		return serr
-	}
+	s := sends.Get().(*send)
+	s.t, s.h, s.to, s.out = t, h, to, out
+	crew := StartCrew(ctx)
+	crew.Go(s)
+	err := crew.Wait(t.Recv(crew.Context(), from, h, in))
+	crew.Release()
+	*s = send{}
+	sends.Put(s)
 	return err
 }
+
+// send is the sending half of an Exchange, as a crew's Job.
+type send struct {
+	t   transport.Transport
+	h   transport.Header
+	to  int
+	out []byte
+}
+
+func (s *send) Run(ctx context.Context) error { return s.t.Send(ctx, s.to, s.h, s.out) }
+
+var sends = sync.Pool{New: func() any { return new(send) }}

@@ -1,14 +1,16 @@
 // Package pipeline holds what every segment-pipelined algorithm needs: a
 // counter through which one goroutine tells another that segments are ready,
-// pooled staging buffers for incoming segments, and small buffer checks.
+// a crew of goroutines that share a cancellable context (Crew), pooled
+// staging buffers for incoming segments, and small buffer checks. None of
+// them allocates per collective once warm.
 package pipeline
 
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 
+	"github.com/collkit/collkit/internal/bufpool"
 	"github.com/collkit/collkit/transport"
 )
 
@@ -60,21 +62,12 @@ func (g *Progress) Wait(ctx context.Context, n int64) error {
 	return nil
 }
 
-var stages sync.Pool
-
-// Stage returns a staging buffer of n bytes from a pool; give it back with
-// Release.
-func Stage(n int) *[]byte {
-	if b, ok := stages.Get().(*[]byte); ok && cap(*b) >= n {
-		*b = (*b)[:n]
-		return b
-	}
-	b := make([]byte, n)
-	return &b
-}
+// Stage returns a staging buffer of n bytes (its B) from the shared pools
+// (internal/bufpool); give it back with Release.
+func Stage(n int) *bufpool.Buffer { return bufpool.Get(n) }
 
 // Release returns a buffer from Stage to the pool.
-func Release(b *[]byte) { stages.Put(b) }
+func Release(b *bufpool.Buffer) { bufpool.Put(b) }
 
 // Span starts a span on t when t records them (transport.Spanner) and
 // returns its end; otherwise it returns a function that does nothing.

@@ -28,7 +28,10 @@ func (c Config) AllGather(ctx context.Context, t transport.Transport, h transpor
 	if es == 0 {
 		return fmt.Errorf("ring: all-gather: invalid dtype %v", h.DType)
 	}
-	off, err := offsets("all-gather", n, r, es, counts, len(recv), len(send), "recv", "send")
+	x := getBlockCall()
+	defer x.release()
+	off, err := offsets(x.offs[:0], "all-gather", n, r, es, counts, len(recv), len(send), "recv", "send")
+	x.offs = off
 	if err != nil {
 		return err
 	}
@@ -42,18 +45,19 @@ func (c Config) AllGather(ctx context.Context, t transport.Transport, h transpor
 	if n == 1 {
 		return nil
 	}
-	b := blockRing{n: n, r: r, seg: c.segBytes(es), first: r, off: off}
-	return b.run(ctx, t, h, c, len(recv), &allGather{b: b, recv: recv})
+	x.b = blockRing{n: n, r: r, seg: c.segBytes(es), first: r, off: off}
+	x.ag = allGather{b: &x.b, recv: recv}
+	return x.run(ctx, t, h, c, len(recv), &x.ag)
 }
 
 // allGather is what an all-gather does with the blocks of a blockRing: rank
 // r first sends its own block and forwards every other block as it arrives.
 type allGather struct {
-	b    blockRing
+	b    *blockRing
 	recv []byte
 }
 
-func (x *allGather) source(int) []byte { return x.recv }
+func (x *allGather) segment(_, _, lo, hi int) []byte { return x.recv[lo:hi] }
 
 func (x *allGather) receive(ctx context.Context, t transport.Transport, h transport.Header, _, _, lo, hi int, _ []byte) error {
 	return t.Recv(ctx, x.b.left(), h, x.recv[lo:hi])

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/collkit/collkit/algo/dissemination"
 	"github.com/collkit/collkit/algo/pipeline"
@@ -68,26 +69,34 @@ func (c Config) AllReduce(ctx context.Context, t transport.Transport, h transpor
 		return p.sequential(ctx, t, h, send, recv)
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	ready := pipeline.NewProgress()
-	sendErr := make(chan error, 1)
-	go func() {
-		err := p.sendAll(ctx, t, h, send, recv, ready)
-		if err != nil {
-			cancel() // unblock the receiver
-		}
-		sendErr <- err
-	}()
-	recvErr := p.recvAll(ctx, t, h, send, recv, ready)
-	if recvErr != nil {
-		cancel() // unblock the sender
-	}
-	if err := <-sendErr; err != nil && (recvErr == nil || pipeline.Canceled(recvErr)) {
-		return err
-	}
-	return recvErr
+	x := pipelines.Get().(*pipelined)
+	x.p, x.t, x.h, x.send, x.recv = p, t, h, send, recv
+	x.ready.Init()
+	crew := pipeline.StartCrew(ctx)
+	crew.Go(x) // the sending half
+	err = crew.Wait(p.recvAll(crew.Context(), t, h, send, recv, &x.ready))
+	crew.Release()
+	x.t, x.send, x.recv = nil, nil, nil
+	pipelines.Put(x)
+	return err
 }
+
+// pipelined is the sending half of a pipelined ring, as a crew's Job: it
+// forwards each segment once the receiving half (the caller's goroutine)
+// has it. It is reused from call to call.
+type pipelined struct {
+	p          plan
+	t          transport.Transport
+	h          transport.Header
+	send, recv []byte
+	ready      pipeline.Progress // segments received
+}
+
+func (x *pipelined) Run(ctx context.Context) error {
+	return x.p.sendAll(ctx, x.t, x.h, x.send, x.recv, &x.ready)
+}
+
+var pipelines = sync.Pool{New: func() any { return new(pipelined) }}
 
 // plan is the shape of one ring all-reduce: n chunks, one per rank, each cut
 // into segments.
@@ -201,7 +210,7 @@ func (p plan) recvAll(ctx context.Context, t transport.Transport, h transport.He
 	for s := range p.steps() {
 		err := p.segments(p.recvChunk(s), &msg, func(off, end int, step uint32) error {
 			h.Step = step
-			if err := p.receive(ctx, t, h, s, off, end, send, recv, *stage); err != nil {
+			if err := p.receive(ctx, t, h, s, off, end, send, recv, stage.B); err != nil {
 				return err
 			}
 			ready.Add()
@@ -231,7 +240,7 @@ func (p plan) sequential(ctx context.Context, t transport.Transport, h transport
 		if err == nil {
 			err = p.segments(p.recvChunk(s), &received, func(off, end int, step uint32) error {
 				h.Step = step
-				return p.receive(ctx, t, h, s, off, end, send, recv, *stage)
+				return p.receive(ctx, t, h, s, off, end, send, recv, stage.B)
 			})
 		}
 		if err != nil {

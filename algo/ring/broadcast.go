@@ -3,6 +3,7 @@ package ring
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/collkit/collkit/algo/dissemination"
 	"github.com/collkit/collkit/algo/pipeline"
@@ -51,26 +52,34 @@ func (c Config) Broadcast(ctx context.Context, t transport.Transport, h transpor
 	case len(buf) <= c.eagerBytes() || len(buf) <= ch.seg:
 		return ch.recvAll(ctx, t, h, buf, nil, true)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	ready := pipeline.NewProgress()
-	sendErr := make(chan error, 1)
-	go func() {
-		err := ch.sendAll(ctx, t, h, buf, ready)
-		if err != nil {
-			cancel() // unblock the receiver
-		}
-		sendErr <- err
-	}()
-	recvErr := ch.recvAll(ctx, t, h, buf, ready, false)
-	if recvErr != nil {
-		cancel() // unblock the sender
-	}
-	if err := <-sendErr; err != nil && (recvErr == nil || pipeline.Canceled(recvErr)) {
-		return err
-	}
-	return recvErr
+	x := chains.Get().(*chainCall)
+	x.ch, x.t, x.h, x.buf = ch, t, h, buf
+	x.ready.Init()
+	crew := pipeline.StartCrew(ctx)
+	crew.Go(x) // the sending half
+	err := crew.Wait(ch.recvAll(crew.Context(), t, h, buf, &x.ready, false))
+	crew.Release()
+	x.t, x.buf = nil, nil
+	chains.Put(x)
+	return err
 }
+
+// chainCall is the sending half of a pipelined chain broadcast, as a crew's
+// Job: it forwards each segment once the receiving half has it. It is
+// reused from call to call.
+type chainCall struct {
+	ch    chain
+	t     transport.Transport
+	h     transport.Header
+	buf   []byte
+	ready pipeline.Progress // segments received
+}
+
+func (x *chainCall) Run(ctx context.Context) error {
+	return x.ch.sendAll(ctx, x.t, x.h, x.buf, &x.ready)
+}
+
+var chains = sync.Pool{New: func() any { return new(chainCall) }}
 
 // chain is the shape of a chain broadcast: the buffer of len bytes cut in
 // segments that travel from root around the ring to root-1.

@@ -3,6 +3,7 @@ package ring
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/collkit/collkit/algo/pipeline"
 	"github.com/collkit/collkit/transport"
@@ -38,8 +39,10 @@ func (c Config) Reduce(ctx context.Context, t transport.Transport, h transport.H
 	}
 	h.Root = int32(root)
 	count := len(send) / es
-	counts := make([]int, n)
-	off := make([]int, n+1)
+	ints := getInts(2*n + 1)
+	defer putInts(ints)
+	counts, off := (*ints)[:n], (*ints)[n:]
+	off[0] = 0
 	for k := range n {
 		counts[k] = count / n
 		if k < count%n {
@@ -68,15 +71,29 @@ func (c Config) Reduce(ctx context.Context, t transport.Transport, h transport.H
 	}
 	st := pipeline.Stage(counts[r] * es)
 	defer pipeline.Release(st)
-	if err := c.ReduceScatter(ctx, t, h, send, *st, counts); err != nil {
+	if err := c.ReduceScatter(ctx, t, h, send, st.B, counts); err != nil {
 		return err
 	}
 	if counts[r] == 0 {
 		return nil
 	}
 	h.Step = gatherStep
-	if err := t.Send(ctx, root, h, *st); err != nil {
+	if err := t.Send(ctx, root, h, st.B); err != nil {
 		return fmt.Errorf("ring reduce: gather at root: %w", err)
 	}
 	return nil
 }
+
+// intPool holds the counts and offsets of reduces between calls.
+var intPool sync.Pool
+
+func getInts(n int) *[]int {
+	if p, ok := intPool.Get().(*[]int); ok && cap(*p) >= n {
+		*p = (*p)[:n]
+		return p
+	}
+	p := make([]int, n)
+	return &p
+}
+
+func putInts(p *[]int) { intPool.Put(p) }

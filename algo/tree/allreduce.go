@@ -232,7 +232,7 @@ func (p *plan) sequential(ctx context.Context, t transport.Transport, h transpor
 			var err error
 			switch {
 			case o.phase == up && o.recv:
-				in := (*stage)[:hi-lo]
+				in := stage.B[:hi-lo]
 				if err = t.Recv(ctx, o.peer, h, in); err == nil {
 					done := pipeline.Span(t, "reduce", h.Step)
 					p.reduceIn(h, o.tree, o.child, lo, hi, send, recv, in)
@@ -261,75 +261,94 @@ func (p *plan) wrap(tr, ph, k int, err error) error {
 // goroutines (receive and reduce from the children, send to the parent,
 // receive from the parent, send to the children) linked by pipeline.Progress
 // counters, and gates that order the two trees' messages on links both use.
+// Runs are reused, so that a steady stream of all-reduces allocates nothing.
 type run struct {
 	p          plan
 	t          transport.Transport
 	h          transport.Header
 	send, recv []byte
 	ctx        context.Context
-	cancel     context.CancelFunc
 
 	reduced [2]pipeline.Progress // segments of each tree reduced from the children (finished at the root)
 	arrived [2]pipeline.Progress // segments of each tree received from the parent
 
 	// Gates of the links this rank shares between the trees, nil where only
 	// one tree uses the link: toParent[tr], fromParent[tr], toChild[tr][i],
-	// fromChild[tr][i].
+	// fromChild[tr][i]. They point into gates.
 	toParent, fromParent [2]*gate
 	toChild, fromChild   [2][2]*gate
+	gates                [6]gate // a link per use of tree 0: at most 6
+	ngates               int
 
-	mu  sync.Mutex
-	err error
+	jobs [8]job
 }
 
+// job is one of a run's goroutines, as a crew's Job.
+type job struct {
+	x    *run
+	tree int
+	kind int
+}
+
+// Kinds of job.
+const (
+	fromChildren = iota
+	toChildren
+	toParent
+	fromParent
+)
+
+func (j *job) Run(ctx context.Context) error {
+	switch j.kind {
+	case fromChildren:
+		return j.x.reduceFromChildren(j.tree)
+	case toChildren:
+		return j.x.broadcastToChildren(j.tree)
+	case toParent:
+		return j.x.sendToParent(j.tree)
+	}
+	return j.x.recvFromParent(j.tree)
+}
+
+var runs = sync.Pool{New: func() any { return new(run) }}
+
 func (p *plan) pipelined(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	x := &run{p: *p, t: t, h: h, send: send, recv: recv, ctx: ctx, cancel: cancel}
+	crew := pipeline.StartCrew(ctx)
+	defer crew.Release()
+	x := runs.Get().(*run)
+	defer x.release()
+	x.p, x.t, x.h, x.send, x.recv, x.ctx = *p, t, h, send, recv, crew.Context()
 	for tr := range x.reduced {
 		x.reduced[tr].Init()
 		x.arrived[tr].Init()
 	}
 	x.connectGates()
 
-	var jobs [8]func() error
-	list := jobs[:0]
+	list := x.jobs[:0]
 	for tr := range p.halves {
 		hf := &p.halves[tr]
 		if hf.segs == 0 {
 			continue
 		}
 		if hf.nchild > 0 {
-			list = append(list, func() error { return x.reduceFromChildren(tr) })
-			list = append(list, func() error { return x.broadcastToChildren(tr) })
+			list = append(list, job{x, tr, fromChildren}, job{x, tr, toChildren})
 		}
 		if hf.parent >= 0 {
-			list = append(list, func() error { return x.sendToParent(tr) })
-			list = append(list, func() error { return x.recvFromParent(tr) })
+			list = append(list, job{x, tr, toParent}, job{x, tr, fromParent})
 		}
 	}
-	var wg sync.WaitGroup
-	for _, job := range list[1:] {
-		wg.Go(func() { x.record(job()) })
+	for i := range list[1:] {
+		crew.Go(&list[1+i])
 	}
-	x.record(list[0]())
-	wg.Wait()
-	return x.err
+	return crew.Wait(list[0].Run(x.ctx))
 }
 
-// record keeps the first error that is not a consequence of cancelling,
-// and cancels the other goroutines so none of them waits for a message
-// that will not come.
-func (x *run) record(err error) {
-	if err == nil {
-		return
-	}
-	x.cancel()
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.err == nil || pipeline.Canceled(x.err) && !pipeline.Canceled(err) {
-		x.err = err
-	}
+// release gives x back, with nothing of the caller's left in it.
+func (x *run) release() {
+	x.t, x.send, x.recv, x.ctx = nil, nil, nil, nil
+	x.toParent, x.fromParent = [2]*gate{}, [2]*gate{}
+	x.toChild, x.fromChild = [2][2]*gate{}, [2][2]*gate{}
+	runs.Put(x)
 }
 
 // connectGates makes a gate for every directed link that both trees use.
@@ -360,12 +379,15 @@ func (x *run) connectGates() {
 		}
 	}
 	both := min(x.p.halves[0].segs, x.p.halves[1].segs)
+	x.ngates = 0
 	for _, a := range uses[0][:nuse[0]] {
 		for _, b := range uses[1][:nuse[1]] {
 			if a.out != b.out || a.peer != b.peer {
 				continue
 			}
-			g := &gate{both: both, wake: [2]chan struct{}{make(chan struct{}, 1), make(chan struct{}, 1)}}
+			g := &x.gates[x.ngates]
+			x.ngates++
+			g.reset(both)
 			if b.time < a.time {
 				g.first = 1
 			}
@@ -384,7 +406,7 @@ func (x *run) reduceFromChildren(tr int) error {
 	for k := range hf.segs {
 		lo, hi := p.bounds(tr, k)
 		h.Step = step(tr, up, k)
-		in := (*stage)[:hi-lo]
+		in := stage.B[:hi-lo]
 		for i := range hf.nchild {
 			g := x.fromChild[tr][i]
 			err := g.enter(x.ctx, tr, k)
@@ -495,6 +517,22 @@ type gate struct {
 	both  int // segments that both trees have
 	next  atomic.Int64
 	wake  [2]chan struct{} // wake[tr]: the other tree has taken its turn
+}
+
+// reset readies g for a new run with both segments in both trees, tree 0
+// first.
+func (g *gate) reset(both int) {
+	g.first, g.both = 0, both
+	g.next.Store(0)
+	for i := range g.wake {
+		if g.wake[i] == nil {
+			g.wake[i] = make(chan struct{}, 1)
+		}
+		select {
+		case <-g.wake[i]:
+		default:
+		}
+	}
 }
 
 func (g *gate) ticket(tr, k int) int64 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -27,8 +28,14 @@ type Transport struct {
 
 	mu     sync.Mutex
 	closed bool
-	cached *scope // the scope of the last caller context, kept for the next call
+	cached [keptScopes]*scope // the scopes of the last caller contexts, kept for the next calls
+	next   int                // the slot the next new scope takes
 }
+
+// keptScopes is how many caller contexts a group keeps scopes for: a
+// collective's own and the one its helper goroutines share (algo/pipeline's
+// Crew), with room to spare.
+const keptScopes = 4
 
 var (
 	_ transport.Transport = (*Transport)(nil)
@@ -149,7 +156,7 @@ func (g *Transport) Peek(peer int) (transport.Header, bool) {
 func (g *Transport) Close() error {
 	g.mu.Lock()
 	g.closed = true
-	g.cached = nil
+	g.cached = [keptScopes]*scope{}
 	g.mu.Unlock()
 	g.close() // cancels every scope, which releases them
 	return nil
@@ -201,9 +208,10 @@ func (g *Transport) fail(op string, peer, pp int, err error) error {
 }
 
 // scope is a context that ends when the caller's context ends or the group
-// closes. One is kept per group for the caller's last context, since an
-// algorithm passes the same context to every message of a collective: that
-// saves a context and a registration per message.
+// closes. Some are kept per group for the caller's last contexts, since an
+// algorithm passes the same context to every message of a collective, and
+// a communicator the same to one collective after another: that saves a
+// context and a registration per message.
 type scope struct {
 	parent context.Context
 	ctx    context.Context
@@ -218,19 +226,30 @@ func (g *Transport) acquire(ctx context.Context) (*scope, error) {
 		return nil, errClosed
 	}
 	comparable := reflect.TypeOf(ctx).Comparable()
-	if s := g.cached; s != nil && comparable && s.parent == ctx {
-		s.refs++
-		return s, nil
-	}
-	if s := g.cached; s != nil && s.refs == 0 {
-		s.cancel()
-		g.cached = nil
+	if comparable {
+		for _, s := range g.cached {
+			if s != nil && s.parent == ctx {
+				s.refs++
+				return s, nil
+			}
+		}
 	}
 	mctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(g.closing, cancel)
 	s := &scope{parent: ctx, ctx: mctx, refs: 1, cancel: func() { stop(); cancel() }}
-	if g.cached == nil && comparable {
-		g.cached = s
+	if comparable {
+		// Take the next slot whose scope is idle, in turn.
+		for range keptScopes {
+			i := g.next
+			g.next = (g.next + 1) % keptScopes
+			if old := g.cached[i]; old == nil || old.refs == 0 {
+				if old != nil {
+					old.cancel()
+				}
+				g.cached[i] = s
+				break
+			}
+		}
 	}
 	return s, nil
 }
@@ -239,7 +258,7 @@ func (g *Transport) release(s *scope) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	s.refs--
-	if s.refs == 0 && s != g.cached {
+	if s.refs == 0 && !slices.Contains(g.cached[:], s) {
 		s.cancel()
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/collkit/collkit/internal/bufpool"
 	"github.com/collkit/collkit/transport"
 )
 
@@ -87,8 +88,8 @@ type pair struct {
 
 type msg struct {
 	h   transport.Header
-	buf *[]byte   // payload; nil when empty
-	at  time.Time // not receivable before; zero without Delay
+	buf *bufpool.Buffer // payload; nil when empty
+	at  time.Time       // not receivable before; zero without Delay
 }
 
 // NewNetwork returns a network of size ranks, all connected. It panics if
@@ -248,7 +249,7 @@ func (t *Transport) Send(ctx context.Context, peer int, h transport.Header, p []
 	h.Len = uint32(len(p))
 	buf := getBuf(len(p))
 	if buf != nil {
-		copy(*buf, p)
+		copy(buf.B, p)
 	}
 	l := t.net.link(t.rank, peer)
 	l.mu.Lock()
@@ -379,7 +380,7 @@ func (t *Transport) deliver(peer int, want transport.Header, m msg, p []byte) er
 		return t.fail("recv", peer, err)
 	}
 	if m.buf != nil {
-		copy(p, *m.buf)
+		copy(p, m.buf.B)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/collkit/collkit/internal/bufpool"
 	"github.com/collkit/collkit/transport"
 )
 
@@ -87,7 +88,7 @@ type inbox struct {
 
 type message struct {
 	h   transport.Header
-	buf *[]byte
+	buf *bufpool.Buffer
 }
 
 // posted is a receive waiting for its message.
@@ -178,17 +179,18 @@ func (m *Mux) route(q int, env []byte) error {
 		pr.done <- err
 		return err
 	}
-	var buf *[]byte
+	var buf *bufpool.Buffer
 	if h.Len > 0 {
-		buf = getBuf(int(h.Len))
-		if err := m.payload(q, *buf); err != nil {
+		buf = bufpool.Get(int(h.Len))
+		if err := m.payload(q, buf.B); err != nil {
+			bufpool.Put(buf)
 			return err
 		}
 	}
 	ib.mu.Lock()
 	defer ib.mu.Unlock()
 	if ib.closed {
-		putBuf(buf)
+		bufpool.Put(buf)
 		return nil
 	}
 	ib.queue[q] = append(ib.queue[q], message{h, buf})
@@ -212,12 +214,12 @@ func (ib *inbox) take(q int, want transport.Header, p []byte) error {
 	msg := ib.queue[q][0]
 	ib.queue[q][0] = message{}
 	ib.queue[q] = ib.queue[q][1:]
-	defer putBuf(msg.buf)
+	defer bufpool.Put(msg.buf)
 	if msg.h != want {
 		return &transport.MismatchError{Peer: q, Want: want, Got: msg.h}
 	}
 	if msg.buf != nil {
-		copy(p, *msg.buf)
+		copy(p, msg.buf.B)
 	}
 	return nil
 }
@@ -456,7 +458,7 @@ func (v *Transport) Close() error {
 		}
 		for q, msgs := range ib.queue {
 			for _, msg := range msgs {
-				putBuf(msg.buf)
+				bufpool.Put(msg.buf)
 			}
 			delete(ib.queue, q)
 		}
@@ -473,21 +475,4 @@ func (v *Transport) Close() error {
 		}
 	})
 	return nil
-}
-
-var bufs sync.Pool
-
-func getBuf(n int) *[]byte {
-	if b, ok := bufs.Get().(*[]byte); ok && cap(*b) >= n {
-		*b = (*b)[:n]
-		return b
-	}
-	b := make([]byte, n)
-	return &b
-}
-
-func putBuf(b *[]byte) {
-	if b != nil {
-		bufs.Put(b)
-	}
 }

@@ -80,8 +80,8 @@ func (t *Transport) Connect(ctx context.Context, store bootstrap.Store) (err err
 		t.peers[r] = &peer{
 			rank: r, seg: s, pid: pid,
 			checkPid: alive(pid), // invisible from here: another pid namespace
-			in:       newRing(own, t.lay, r),
-			out:      newRing(s, t.lay, t.cfg.Rank),
+			in:       t.newRing(own, t.lay, r),
+			out:      t.newRing(s, t.lay, t.cfg.Rank),
 			inWait:   spin.Fixed(t.cfg.Yield),
 			outWait:  spin.Fixed(t.cfg.Yield),
 		}

@@ -21,6 +21,7 @@ type native struct {
 	chunks   uint64      // chunks done by every call so far: which half is next
 	barriers uint64      // barriers passed by every call so far: the epoch
 	err      error       // sticky: the barrier counters are out of step
+	wake     *waker      // of this rank's barrier word
 	wait     spin.Budget // how long a barrier polls before sleeping
 }
 
@@ -239,7 +240,10 @@ func (t *Transport) barrier(ctx context.Context, off int) error {
 		}
 		return nil
 	}
-	if err := t.await(ctx, own.u32(offBwait), &t.native.wait, ready, failed); err != nil {
+	if t.native.wake == nil {
+		t.native.wake = t.newWaker(own.u32(offBwait))
+	}
+	if err := t.await(ctx, t.native.wake, &t.native.wait, ready, failed); err != nil {
 		if errors.Is(err, errClosed) {
 			err = transport.ErrClosed
 		}

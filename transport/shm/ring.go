@@ -20,18 +20,21 @@ import (
 type ring struct {
 	head, tail   *atomic.Uint64
 	cwait, pwait *atomic.Uint32
+	cwake, pwake *waker // of cwait and pwait, on this side's waits
 	data         []byte
 	size         uint64
 	mask         uint64
 }
 
-func newRing(s *segment, l layout, sender int) ring {
+func (t *Transport) newRing(s *segment, l layout, sender int) ring {
 	c, d := l.ctrl(sender), l.data(sender)
 	return ring{
 		head:  s.u64(c + ctrlHead),
 		tail:  s.u64(c + ctrlTail),
 		cwait: s.u32(c + ctrlCwait),
 		pwait: s.u32(c + ctrlPwait),
+		cwake: t.newWaker(s.u32(c + ctrlCwait)),
+		pwake: t.newWaker(s.u32(c + ctrlPwait)),
 		data:  s.mem[d : d+l.ringBytes : d+l.ringBytes],
 		size:  uint64(l.ringBytes),
 		mask:  uint64(l.ringBytes - 1),
@@ -69,7 +72,7 @@ func (t *Transport) write(ctx context.Context, pr *peer, hb, p []byte) (moved bo
 		if free == 0 {
 			tail = r.tail.Load()
 			if free = r.size - (head - tail); free == 0 {
-				err := t.await(ctx, r.pwait, &pr.outWait,
+				err := t.await(ctx, r.pwake, &pr.outWait,
 					func() bool { return r.tail.Load() != tail },
 					func(live bool) error { return pr.gone(live) })
 				if err != nil {
@@ -114,7 +117,7 @@ func (t *Transport) read(ctx context.Context, pr *peer, want transport.Header, p
 	head := r.head.Load()
 	gone := func(live bool) error { return pr.gone(live) }
 	if head-tail < transport.HeaderSize {
-		err := t.await(ctx, r.cwait, &pr.inWait, func() bool {
+		err := t.await(ctx, r.cwake, &pr.inWait, func() bool {
 			head = r.head.Load()
 			return head-tail >= transport.HeaderSize
 		}, gone)
@@ -141,7 +144,7 @@ func (t *Transport) read(ctx context.Context, pr *peer, want transport.Header, p
 		if avail == 0 {
 			r.tail.Store(tail)
 			wake(r.pwait)
-			err := t.await(ctx, r.cwait, &pr.inWait, func() bool {
+			err := t.await(ctx, r.cwake, &pr.inWait, func() bool {
 				head = r.head.Load()
 				return head != tail
 			}, gone)

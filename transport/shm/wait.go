@@ -4,6 +4,7 @@ package shm
 
 import (
 	"context"
+	"reflect"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -52,12 +53,13 @@ func schedYield() { unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
 // await waits until ready reports true: it polls cfg.Spin times, then polls
 // with sched_yield for as long as b allows (see Config.Yield), then sleeps on
-// the futex word w, which the other side clears and wakes (see wake) after
+// k's futex word, which the other side clears and wakes (see wake) after
 // every change that can make ready true. failed reports why waiting is
 // pointless (this transport or a peer closed, a peer died); it is called
 // after a last look at ready, so data a peer sent before it closed is still
 // taken. How long the wait took teaches b.
-func (t *Transport) await(ctx context.Context, w *atomic.Uint32, b *spin.Budget, ready func() bool, failed func(live bool) error) error {
+func (t *Transport) await(ctx context.Context, k *waker, b *spin.Budget, ready func() bool, failed func(live bool) error) error {
+	w := k.w
 	for range t.cfg.Spin {
 		if ready() {
 			return nil
@@ -92,8 +94,8 @@ func (t *Transport) await(ctx context.Context, w *atomic.Uint32, b *spin.Budget,
 		}
 	}
 	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() { forceWake(w) })
-		defer stop()
+		k.arm(ctx)
+		defer k.done()
 	}
 	lastLive := time.Now()
 	for {
@@ -144,4 +146,55 @@ func (t *Transport) aborted() error {
 		}
 	}
 	return nil
+}
+
+// waker wakes the waiter on one futex word when the context of its wait
+// ends. One side waits on a word at a time, so one waker serves each word.
+// It stays registered with the context of the last wait when that context
+// can be compared, so that the next wait under the same context (a
+// communicator passes one to every message of a collective, and to one
+// collective after another) registers nothing: context.AfterFunc costs two
+// allocations and its context's lock. A wake-up that comes late, for a
+// wait under another context, is harmless: await looks again.
+type waker struct {
+	w    *atomic.Uint32
+	wake func() // made once
+	ctx  context.Context
+	stop func() bool
+}
+
+// newWaker returns the waker of word w of t's mappings. Its wake-up may
+// come after the wait, even after Close: it looks at the mappings only
+// under t.mu, while t is open.
+func (t *Transport) newWaker(w *atomic.Uint32) *waker {
+	return &waker{w: w, wake: func() {
+		t.mu.RLock()
+		if !t.closed.Load() {
+			forceWake(w)
+		}
+		t.mu.RUnlock()
+	}}
+}
+
+// arm makes the end of ctx wake the waiter.
+func (k *waker) arm(ctx context.Context) {
+	if k.ctx != nil && k.ctx == ctx {
+		return
+	}
+	if k.stop != nil {
+		k.stop()
+	}
+	k.ctx, k.stop = nil, context.AfterFunc(ctx, k.wake)
+	if reflect.TypeOf(ctx).Comparable() {
+		k.ctx = ctx
+	}
+}
+
+// done ends a wait: it keeps the registration for the next wait, unless
+// its context cannot be told from another.
+func (k *waker) done() {
+	if k.ctx == nil && k.stop != nil {
+		k.stop()
+		k.stop = nil
+	}
 }

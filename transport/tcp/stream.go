@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"io"
 	"net"
+	"reflect"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -71,18 +72,17 @@ type stream struct {
 	conn net.Conn // a *net.TCPConn, or a *tls.Conn over one
 
 	// Send side.
-	wstate   atomic.Int32 // wIdle, wBusy (a send in progress) or wNoticed (an abort notice went out)
-	wbuf     []byte       // header and small payload
-	iov      [2][]byte
-	bufs     net.Buffers
-	wdl      time.Time // write deadline last set on conn
-	wdlOK    bool      // wdl is what conn has
-	wfired   chan struct{}
-	wabortFn func()
-	wnowFn   func(fd uintptr) bool // writes wnow without waiting; made once
-	wnow     []byte                // what wnowFn writes
-	wn       int                   // what it wrote
-	werr     error                 // and the error it got
+	wstate atomic.Int32 // wIdle, wBusy (a send in progress) or wNoticed (an abort notice went out)
+	wbuf   []byte       // header and small payload
+	iov    [2][]byte
+	bufs   net.Buffers
+	wdl    time.Time // write deadline last set on conn
+	wdlOK  bool      // wdl is what conn has
+	whook  *hook
+	wnowFn func(fd uintptr) bool // writes wnow without waiting; made once
+	wnow   []byte                // what wnowFn writes
+	wn     int                   // what it wrote
+	werr   error                 // and the error it got
 
 	// Receive side.
 	raw       syscall.RawConn
@@ -95,8 +95,7 @@ type stream struct {
 	rbuf      []byte // header and small payload
 	rdl       time.Time
 	rdlOK     bool
-	rfired    chan struct{}
-	rabortFn  func()
+	rhook     *hook
 	notice    []byte                  // the start of an abort notice, once one arrived
 	known     *atomic.Pointer[string] // the peer's abort reason, once found on any stream
 	noticing  atomic.Bool             // readNotice is reading a reason; see close
@@ -140,12 +139,10 @@ func (s *stream) poll(want int) {
 
 func newStream(c net.Conn) *stream {
 	s := &stream{
-		conn:   c,
-		wbuf:   make([]byte, transport.HeaderSize+smallMax),
-		rbuf:   make([]byte, transport.HeaderSize+smallMax),
-		wfired: make(chan struct{}, 1),
-		rfired: make(chan struct{}, 1),
-		known:  new(atomic.Pointer[string]), // the peer's own, once connected
+		conn:  c,
+		wbuf:  make([]byte, transport.HeaderSize+smallMax),
+		rbuf:  make([]byte, transport.HeaderSize+smallMax),
+		known: new(atomic.Pointer[string]), // the peer's own, once connected
 	}
 	// The raw socket, for polling and peeking: under TLS it carries
 	// ciphertext, so peeking tells only whether the peer hung up.
@@ -172,60 +169,119 @@ func newStream(c net.Conn) *stream {
 		s.wn, s.werr = syscall.Write(int(fd), s.wnow)
 		return true // never wait: send falls back to the armed write
 	}
-	s.wabortFn = func() { s.conn.SetWriteDeadline(aLongTimeAgo); s.wfired <- struct{}{} }
-	s.rabortFn = func() { s.conn.SetReadDeadline(aLongTimeAgo); s.rfired <- struct{}{} }
+	s.whook = &hook{cut: s.conn.SetWriteDeadline, known: &s.wdlOK}
+	s.rhook = &hook{cut: s.conn.SetReadDeadline, known: &s.rdlOK}
 	return s
+}
+
+// hook interrupts one side of a stream when the context of its call ends:
+// its abort sets a deadline in the past. Registrations stay with the
+// contexts of the last calls when those can be compared, so that the next
+// call under one of them (a communicator passes one context to every
+// message of a collective, and to one collective after another; its
+// collectives' helper goroutines share another) registers nothing:
+// context.AfterFunc costs allocations and its context's lock. An abort
+// acts only while a call under its own context is in progress, so a
+// context kept from an earlier call cannot cut a later one short.
+type hook struct {
+	mu      sync.Mutex
+	active  context.Context // the context of the call in progress, or nil
+	aborted bool            // an abort set the deadline in the past
+	kept    [2]registration
+	next    int                   // the slot the next registration takes
+	once    registration          // of a call whose context cannot be kept
+	cut     func(time.Time) error // sets the side's deadline
+	known   *bool                 // the side's flag that its deadline is known
+}
+
+type registration struct {
+	ctx  context.Context
+	stop func() bool
+}
+
+// arm readies the side for a call under ctx; done ends the call.
+func (k *hook) arm(ctx context.Context) error {
+	k.mu.Lock()
+	if k.aborted {
+		k.aborted, *k.known = false, false
+	}
+	k.active = ctx
+	k.mu.Unlock()
+	if ctx.Done() == nil {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if !reflect.TypeOf(ctx).Comparable() {
+		k.once = registration{ctx, context.AfterFunc(ctx, k.abort(ctx))}
+		return nil
+	}
+	for _, r := range k.kept {
+		if r.ctx == ctx {
+			return nil
+		}
+	}
+	if old := k.kept[k.next]; old.stop != nil {
+		old.stop()
+	}
+	k.kept[k.next] = registration{ctx, context.AfterFunc(ctx, k.abort(ctx))}
+	k.next = (k.next + 1) % len(k.kept)
+	return nil
+}
+
+func (k *hook) done() {
+	k.mu.Lock()
+	k.active = nil
+	k.mu.Unlock()
+	if k.once.stop != nil {
+		k.once.stop()
+		k.once = registration{}
+	}
+}
+
+// abort is the function registered with ctx.
+func (k *hook) abort(ctx context.Context) func() {
+	return func() {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		if k.active == ctx {
+			k.cut(aLongTimeAgo)
+			k.aborted = true
+		}
+	}
 }
 
 // armWrite gives the write side ctx's deadline, calling SetWriteDeadline only
 // when it changed, and arms cancellation when ctx can be cancelled. The
-// returned stop must be passed to disarmWrite.
-func (s *stream) armWrite(ctx context.Context) (stop func() bool, err error) {
+// caller calls s.whook.done after the write.
+func (s *stream) armWrite(ctx context.Context) error {
+	if err := s.whook.arm(ctx); err != nil {
+		return err
+	}
 	dl, _ := ctx.Deadline()
 	if !s.wdlOK || !dl.Equal(s.wdl) {
 		if err := s.conn.SetWriteDeadline(dl); err != nil {
-			return nil, err
+			return err
 		}
 		s.wdl, s.wdlOK = dl, true
 	}
-	if ctx.Done() == nil {
-		return nil, nil
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return context.AfterFunc(ctx, s.wabortFn), nil
+	return nil
 }
 
-func (s *stream) disarmWrite(stop func() bool) {
-	if stop != nil && !stop() {
-		<-s.wfired // the abort ran or is running; wait so it cannot hit the next call
-		s.wdlOK = false
+// armRead is armWrite for the read side; the caller calls s.rhook.done.
+func (s *stream) armRead(ctx context.Context) error {
+	if err := s.rhook.arm(ctx); err != nil {
+		return err
 	}
-}
-
-func (s *stream) armRead(ctx context.Context) (stop func() bool, err error) {
 	dl, _ := ctx.Deadline()
 	if !s.rdlOK || !dl.Equal(s.rdl) {
 		if err := s.conn.SetReadDeadline(dl); err != nil {
-			return nil, err
+			return err
 		}
 		s.rdl, s.rdlOK = dl, true
 	}
-	if ctx.Done() == nil {
-		return nil, nil
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return context.AfterFunc(ctx, s.rabortFn), nil
-}
-
-func (s *stream) disarmRead(stop func() bool) {
-	if stop != nil && !stop() {
-		<-s.rfired
-		s.rdlOK = false
-	}
+	return nil
 }
 
 // send writes h and p. It returns how many bytes went out, so the caller
@@ -249,8 +305,9 @@ func (s *stream) send(ctx context.Context, h transport.Header, p []byte) (int, e
 			}
 		}
 	}
-	stop, err := s.armWrite(ctx)
+	err := s.armWrite(ctx)
 	if err != nil {
+		s.whook.done()
 		return done, err
 	}
 	var n int
@@ -266,7 +323,7 @@ func (s *stream) send(ctx context.Context, h transport.Header, p []byte) (int, e
 		n = int(n64)
 		s.iov[1], s.bufs = nil, nil // do not keep the caller's buffer
 	}
-	s.disarmWrite(stop)
+	s.whook.done()
 	return n, err
 }
 
@@ -302,8 +359,8 @@ func (s *stream) recv(ctx context.Context, peer int, want transport.Header, p []
 		// context need not be armed.
 		n, err = s.recvSmall(peer, want, p)
 	} else {
-		var stop func() bool
-		if stop, err = s.armRead(ctx); err != nil {
+		if err = s.armRead(ctx); err != nil {
+			s.rhook.done()
 			return s.pre, err // bytes poll took mean the stream is out of step
 		}
 		if len(p) <= smallMax {
@@ -311,7 +368,7 @@ func (s *stream) recv(ctx context.Context, peer int, want transport.Header, p []
 		} else {
 			n, err = s.recvLarge(peer, want, p)
 		}
-		s.disarmRead(stop)
+		s.rhook.done()
 	}
 	if err == errNotice {
 		err = s.readNotice(peer)

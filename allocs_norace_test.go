@@ -1,0 +1,5 @@
+//go:build !race
+
+package collkit_test
+
+const raceDetector = false

@@ -1,0 +1,64 @@
+package bench_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/collkit/collkit"
+	"github.com/collkit/collkit/bench"
+	"github.com/collkit/collkit/reduce"
+	"github.com/collkit/collkit/transport"
+	"github.com/collkit/collkit/transport/mem"
+)
+
+// flipping flips a bit of the first byte of every payload of at least
+// 1 KiB it sends: the collectives' data, not the benchmark's own small
+// all-reduces of times and counts.
+type flipping struct{ transport.Transport }
+
+func (f flipping) Send(ctx context.Context, peer int, h transport.Header, p []byte) error {
+	if len(p) >= 1<<10 {
+		q := append([]byte(nil), p...)
+		q[0] ^= 0x40
+		p = q
+	}
+	return f.Transport.Send(ctx, peer, h, p)
+}
+
+// A corrupted result is counted: every collective's check finds wrong
+// elements when the transport flips bits, checking against expected values
+// made a few KiB at a time rather than against a whole buffer.
+func TestCheckFindsWrongElements(t *testing.T) {
+	const n = 3
+	cfg := bench.Config{MinBytes: 48 << 10, MaxBytes: 48 << 10, Iters: 1, Check: 1,
+		DType: reduce.Float32, Op: reduce.Sum, Seed: 9}
+	for _, coll := range bench.Collectives() {
+		t.Run(coll, func(t *testing.T) {
+			net := mem.NewNetwork(n, mem.Config{})
+			defer net.Close()
+			rows := make([][]bench.Row, n)
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			for r, tr := range net.Transports() {
+				wg.Go(func() {
+					c, err := collkit.New(flipping{tr}, collkit.Options{})
+					if err != nil {
+						errs[r] = err
+						return
+					}
+					rows[r], errs[r] = bench.RunCollective(context.Background(), c, coll, cfg, 1, nil)
+				})
+			}
+			wg.Wait()
+			for r, err := range errs {
+				if err != nil {
+					t.Fatalf("rank %d: %v", r, err)
+				}
+			}
+			if len(rows[0]) != 1 || rows[0][0].OutOfPlace.Wrong == 0 || rows[0][0].InPlace.Wrong == 0 {
+				t.Errorf("rows %+v: want wrong elements out of place and in place", rows[0])
+			}
+		})
+	}
+}
