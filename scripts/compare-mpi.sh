@@ -15,6 +15,8 @@
 #   COLLS="broadcast allgather reducescatter alltoall"  at COLL_NP ranks,
 #   COLL_NP=4 COLL_SIZES="16 1M"                        over tcp
 #   OUT_DIR=/tmp/collkit-compare   raw outputs and the table (table.md)
+#   TABLE_ONLY=1             print the table from OUT_DIR's raw.txt of an
+#                            earlier (or interrupted) run, measuring nothing
 # Needs Open MPI (mpicc, mpirun): ../shared/peers installs it when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,7 +34,7 @@ peers=../shared/peers
 out=${OUT_DIR:-/tmp/collkit-compare}
 mkdir -p "$out"
 raw=$out/raw.txt
-: >"$raw"
+[ -n "${TABLE_ONLY:-}" ] || : >"$raw"
 
 bytes() { # 16K -> 16384
   local v=$1
@@ -49,7 +51,7 @@ sizes() { # the rows a sweep keeps: " 8 64 ... "
   echo "$w"
 }
 
-go build -o "$out/collbench" ./cmd/collbench
+[ -n "${TABLE_ONLY:-}" ] || go build -o "$out/collbench" ./cmd/collbench
 
 # mpi COLL NP MIN MAX BTL TR: appends "mpi COLL TR NP BYTES - TIME" lines.
 mpi() {
@@ -80,6 +82,7 @@ collkit() {
 }
 
 for rep in $(seq 1 "$reps"); do
+  [ -z "${TABLE_ONLY:-}" ] || break
   for tr in $TRANSPORTS; do
     btl=tcp algos=$ALGOS
     if [ "$tr" = shm ]; then btl=vader algos=native,$ALGOS; fi
@@ -129,7 +132,7 @@ sort -k1,1 -k2,2 -k3,3 -k4,4n -k5,5n -k6,6 -k7,7g "$raw" | awk '
   function us(a) { return a == "-" ? a : sprintf("%.1f", a) }
   function size(b) { return b >= 1048576 ? b / 1048576 " MiB" : b >= 1024 ? b / 1024 " KiB" : b " B" }
   BEGIN {
-    print "Measured " date " on " host ", medians of " reps " alternating rounds; times in us (slowest rank, mean per call); ratio = collkit / Open MPI."
+    print "Measured " date " on " host ", medians of the alternating rounds (" reps " asked); times in us (slowest rank, mean per call); ratio = collkit / Open MPI."
     print ""
     print "| collective | transport | np | size | Open MPI | collkit best (algorithm) | ratio | ring | ratio | adaptive | ratio |"
     print "|---|---|---|---|---|---|---|---|---|---|---|"
