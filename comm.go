@@ -472,6 +472,12 @@ func (c *Comm) withTimeout(ctx context.Context) (context.Context, context.Cancel
 func (tc *timeoutCtx) make(c *Comm, parent context.Context, timed bool) {
 	ctx, interrupt := context.WithCancelCause(parent)
 	c.eng.cancel.Store(&interrupt)
+	// A concurrent caller that came after enter but before the Store found
+	// no call to interrupt: this one is it. (enter records the misuse, then
+	// loads cancel; between the two orders one side sees the other.)
+	if m := c.eng.misuse.Load(); m != nil {
+		interrupt(*m)
+	}
 	tc.parent, tc.timed, tc.ctx, tc.cancel = parent, timed, ctx, func() { interrupt(nil) }
 	if timed {
 		tc.deadline = time.Now().Add(c.timeout)

@@ -88,8 +88,8 @@ func AllReduceWith(t *testing.T, fn AllReduceFunc, world World, opts Options) {
 // LargeCount is where a count becomes large. The race detector makes every
 // byte an all-reduce moves or checks cost several times more, and large
 // counts are nearly all the bytes; under it the table runs each dtype at a
-// large count with two of its ten op and placement combinations, chosen by
-// sampled. Without the race detector it runs all of them.
+// large count with two of its op and placement combinations (of ten with
+// every op), chosen by sampled. Without the race detector it runs them all.
 const LargeCount = 1000
 
 // sampled reports whether the table runs op number o of ops, in place or
