@@ -3,10 +3,13 @@
 # (VmHWM, as /usr/bin/time's %M reports it) for each size, collective and
 # algorithm, and prints the largest beside the footprint the README's
 # "Memory" section predicts: the process at rest (measured at 8 bytes),
-# collbench's buffers, and what the library holds beyond them.
+# collbench's buffers, and what the library holds beyond them. Shared
+# memory segments (TRANSPORT=shm, and hierarchical, which runs shm inside
+# the node) enter the formula whole, an upper bound: only the pages a rank
+# touches are resident.
 #
 #   scripts/footprint.sh                   # np 2 over tcp, 1, 4, 16, 64 MiB
-#   MAX=1G scripts/footprint.sh            # up to 1 GiB: about 2.3 GiB per rank
+#   MAX=1G scripts/footprint.sh            # up to 1 GiB: about 2.1 GiB per rank
 #   COLLS="allreduce alltoall reduce" ALGOS="ring tree halvingdoubling" \
 #     TRANSPORT=shm NP=4 MAX=256M scripts/footprint.sh
 #
@@ -71,25 +74,45 @@ peak() {
 # (the README's table): collbench's send and receive buffers, the largest
 # extra of the library on any rank, and the transport's own.
 predict() {
-  awk -v coll="$1" -v algo="$2" -v s="$3" -v n="$NP" -v tr="$TRANSPORT" 'BEGIN {
+  awk -v coll="$1" -v algo="$2" -v s="$3" -v n="$NP" -v tr="$TRANSPORT" '
+  function shm(n) { return n * ((n - 1) * 1048576 + 8 * 1048576) }  # mapped segments, at most
+  BEGIN {
     b = int(s / 4 / n) * 4  # a block: whole float32 elements
     seg = 256 * 1024
     if (algo == "tree") seg = 2 * 128 * 1024
+    # the largest block a transport takes without its receiver (Buffered)
+    sendbuf = (tr == "shm") ? 786432 : 4194304
+    slots = (n > 3) ? 2 : n - 2  # ring reduce-scatter out of place
     if (coll == "allreduce") { buf = 2 * s; extra = seg }
     else if (coll == "sendrecv") { buf = 2 * s; extra = 0 }
     else if (coll == "broadcast") { buf = s; extra = 0 }
     else if (coll == "reduce") {
-      # ring reduce above 64 KiB: the block sent to the root, and the
-      # reduce-scatter slots
-      buf = 2 * s; slots = (n > 3) ? 2 : n - 2; extra = (s > 65536) ? (1 + slots) * b + seg : 2 * s
+      # ring above 64 KiB: the block sent to the root and the slots
+      buf = 2 * s; extra = (s > 65536) ? (1 + slots) * b + seg : 2 * s
     }
     else if (coll == "allgather") { buf = s + b; extra = 0 }
-    else if (coll == "reducescatter") { buf = s + b; slots = (n > 3) ? 2 : n - 2; extra = slots * b + seg }
-    else if (coll == "alltoall") { buf = 2 * s; extra = int(n / 2) * b }  # in place: the blocks that arrive first
-    else if (coll == "gather") { buf = s + b; extra = int(n / 2) * b }
-    else if (coll == "scatter") { buf = s + b; extra = int((n + 1) / 2) * b + int(n / 2) * b }
+    else if (coll == "reducescatter") { buf = s + b; extra = slots * b + seg }
+    else if (coll == "alltoall") {
+      # in place: the blocks that arrive before they leave
+      buf = 2 * s; extra = ((b <= sendbuf) ? int((n - 1) / 2) : int(n / 2)) * b
+    }
+    else if (coll == "gather") { buf = s + b; extra = int(n / 2) * b }  # a subtree, root 0
+    else if (coll == "scatter") {
+      # root 0: rank v holds the blocks of its subtree and packs what it sends
+      buf = s + b; extra = 0
+      for (v = 0; v < n; v++) {
+        held = 0
+        if (v > 0) {
+          stride = 2; while (stride <= v) stride *= 2
+          held = int((n - v + stride - 1) / stride); if (held == 1) held = 0
+        }
+        most = 0
+        for (st = 1; st < n; st *= 2) if (v < st && v + st < n) { m = int((n - v + st - 1) / (2 * st)); if (m > most) most = m }
+        if ((held + most) * b > extra) extra = (held + most) * b
+      }
+    }
     t = 0
-    if (tr == "shm") t = n * ((n - 1) * 1048576 + 8 * 1048576)  # the mapped segments
+    if (tr == "shm" || algo == "hierarchical") t = shm(n)  # hierarchical: shm inside the node
     printf "%d %d %d\n", buf, extra, t
   }'
 }

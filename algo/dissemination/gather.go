@@ -129,7 +129,15 @@ func Scatter(ctx context.Context, t transport.Transport, h transport.Header, sen
 		i := x / stride
 		return buf[i*bs : (i+1)*bs]
 	}
-	pack := pipeline.Stage((n + 1) / 2 * bs) // the most a rank sends at once
+	// The most blocks this rank sends at once: the root about half of
+	// them in the first round, the others fewer in later rounds.
+	most := 0
+	for s := 1; s < n; s *= 2 {
+		if v < s && v+s < n {
+			most = max(most, (n-v-s+2*s-1)/(2*s))
+		}
+	}
+	pack := pipeline.Stage(max(most*bs, 1))
 	defer pipeline.Release(pack)
 	for k, s := 0, 1; s < p.n; k, s = k+1, 2*s {
 		h.Step = uint32(k)

@@ -32,12 +32,15 @@ var (
 // class returns the size class of a buffer of n > 0 bytes.
 func class(n int) int { return bits.Len(uint(n - 1)) }
 
+// empty is what Get(0) returns, to every caller.
+var empty Buffer
+
 // Get returns a buffer whose B has length n (its contents are not zeroed)
-// and capacity the power of two at or above n. Get(0) returns a buffer with
-// an empty B, which Put takes back.
+// and capacity the power of two at or above n. Get(0) returns a shared
+// buffer with an empty B, which must stay empty; Put takes it back.
 func Get(n int) *Buffer {
 	if n <= 0 {
-		return &Buffer{}
+		return &empty
 	}
 	s := class(n)
 	var b *Buffer

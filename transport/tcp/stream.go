@@ -185,7 +185,9 @@ func newStream(c net.Conn) *stream {
 // context kept from an earlier call cannot cut a later one short.
 type hook struct {
 	mu      sync.Mutex
-	active  context.Context // the context of the call in progress, or nil
+	active  bool            // a call is in progress
+	ctx     context.Context // its context, when it can be compared
+	call    uint64          // numbers the calls
 	aborted bool            // an abort set the deadline in the past
 	kept    [2]registration
 	next    int                   // the slot the next registration takes
@@ -201,11 +203,17 @@ type registration struct {
 
 // arm readies the side for a call under ctx; done ends the call.
 func (k *hook) arm(ctx context.Context) error {
+	comparable := reflect.TypeOf(ctx).Comparable()
 	k.mu.Lock()
 	if k.aborted {
 		k.aborted, *k.known = false, false
 	}
-	k.active = ctx
+	k.active, k.ctx = true, nil
+	if comparable {
+		k.ctx = ctx
+	}
+	k.call++
+	call := k.call
 	k.mu.Unlock()
 	if ctx.Done() == nil {
 		return nil
@@ -213,8 +221,8 @@ func (k *hook) arm(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if !reflect.TypeOf(ctx).Comparable() {
-		k.once = registration{ctx, context.AfterFunc(ctx, k.abort(ctx))}
+	if !comparable {
+		k.once = registration{ctx, context.AfterFunc(ctx, func() { k.abort(nil, call) })}
 		return nil
 	}
 	for _, r := range k.kept {
@@ -225,14 +233,14 @@ func (k *hook) arm(ctx context.Context) error {
 	if old := k.kept[k.next]; old.stop != nil {
 		old.stop()
 	}
-	k.kept[k.next] = registration{ctx, context.AfterFunc(ctx, k.abort(ctx))}
+	k.kept[k.next] = registration{ctx, context.AfterFunc(ctx, func() { k.abort(ctx, 0) })}
 	k.next = (k.next + 1) % len(k.kept)
 	return nil
 }
 
 func (k *hook) done() {
 	k.mu.Lock()
-	k.active = nil
+	k.active, k.ctx = false, nil
 	k.mu.Unlock()
 	if k.once.stop != nil {
 		k.once.stop()
@@ -240,15 +248,14 @@ func (k *hook) done() {
 	}
 }
 
-// abort is the function registered with ctx.
-func (k *hook) abort(ctx context.Context) func() {
-	return func() {
-		k.mu.Lock()
-		defer k.mu.Unlock()
-		if k.active == ctx {
-			k.cut(aLongTimeAgo)
-			k.aborted = true
-		}
+// abort cuts the call in progress short if it runs under ctx, a kept
+// context, or is call, one whose context cannot be compared.
+func (k *hook) abort(ctx context.Context, call uint64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.active && (ctx != nil && k.ctx == ctx || ctx == nil && k.call == call) {
+		k.cut(aLongTimeAgo)
+		k.aborted = true
 	}
 }
 
