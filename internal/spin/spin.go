@@ -8,23 +8,25 @@
 // far away only burns a core. No constant is right for both: with 4 ranks
 // on 2 cores a peer's answer takes longer than with 2, and a large
 // message's longer still. A Budget learns the typical wait of one link and
-// polls for twice that, within [Min, Max]; waits longer than Max, as when
-// the peer computes between collectives, make it poll only Min before
-// sleeping.
+// polls for twice that, within [First, Max]: never less than the fixed 50 us
+// it replaces, which fast links (2 ranks on 2 cores) were measured to need;
+// waits longer than Max, as when the peer computes between collectives, make
+// it poll only Min before sleeping.
 package spin
 
 import "time"
 
 // Bounds of a learned budget.
 const (
-	// First is the budget before any wait was seen.
+	// First is the budget before any wait was seen, and the least a link
+	// whose waits are short polls.
 	First = 50 * time.Microsecond
 	// Min is the budget when the waits are long: a short poll still
 	// catches a message that arrives just after the call.
 	Min = 20 * time.Microsecond
 	// Max is the longest a receiver polls: beyond a scheduler's time
 	// slice or so, the peer is not about to answer.
-	Max = 2 * time.Millisecond
+	Max = time.Millisecond
 	// outlier caps what one wait adds to the average, so that a peer
 	// that computed for a second between two collectives does not make
 	// the next hundred waits sleep.
@@ -52,7 +54,7 @@ func (b *Budget) Next() time.Duration {
 	case b.avg > Max:
 		return Min
 	}
-	return min(max(2*b.avg, Min), Max)
+	return min(max(2*b.avg, First), Max)
 }
 
 // Observe records how long a wait took, from its start to the message's

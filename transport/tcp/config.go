@@ -46,8 +46,8 @@ type Config struct {
 	// progress engines do. Between polls it yields the core, so ranks that
 	// outnumber the cores still make progress. Zero learns it per peer from
 	// how long that peer's recent messages took to arrive (internal/spin:
-	// twice the typical wait, 20 us to 2 ms); positive fixes it; negative
-	// disables polling.
+	// twice the typical wait, 50 us to 1 ms, 20 us while waits are longer);
+	// positive fixes it; negative disables polling.
 	SpinWait time.Duration
 }
 
