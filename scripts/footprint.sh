@@ -56,7 +56,7 @@ peak() {
   for rank in $(seq 0 $((NP - 1))); do
     RANK=$rank WORLD_SIZE=$NP LOCAL_RANK=$rank LOCAL_WORLD_SIZE=$NP MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
       /usr/bin/time -f %M -o "$work/rss.$rank" \
-      "$work/collbench" -q --bind none -t "$TRANSPORT" --coll "$coll" -a "$algo" --size "$size" \
+      "$work/collbench" -q --bind none --transport "$TRANSPORT" --coll "$coll" -a "$algo" --size "$size" \
       -n "$ITERS" -w 1 -c 1 >"$work/out.$rank" 2>&1 &
     pids+=($!)
   done
