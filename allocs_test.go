@@ -28,7 +28,7 @@ const allocRuns = 2
 // 16 MiB, three ranks (an odd number; hierarchical sees nodes of two and
 // one). Counts are of the whole process, summed over the ranks; the ranks
 // run on goroutines that live across calls, so the test itself adds none.
-// COLLKIT_ALLOCS_TABLE=1 prints every count.
+// COLLKIT_ALLOCS_TABLE=1 prints every count; -short keeps 16 MiB to mem.
 func TestAllocs(t *testing.T) {
 	if raceDetector {
 		t.Skip("the race detector allocates, and makes sync.Pool drop buffers")
@@ -51,6 +51,9 @@ func TestAllocs(t *testing.T) {
 			}
 			g := startRanks(t, cs)
 			for _, size := range allocSizes {
+				if testing.Short() && size > 1<<20 && w.name != "mem" {
+					continue // 16 MiB over sockets and shared memory takes seconds
+				}
 				bufs := newAllocBuffers(n, size)
 				// Collect now rather than in a count: a collection
 				// empties the pools.

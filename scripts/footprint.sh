@@ -56,8 +56,8 @@ peak() {
   for rank in $(seq 0 $((NP - 1))); do
     RANK=$rank WORLD_SIZE=$NP LOCAL_RANK=$rank LOCAL_WORLD_SIZE=$NP MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
       /usr/bin/time -f %M -o "$work/rss.$rank" \
-      "$work/collbench" -q --bind none -t "$TRANSPORT" --coll "$coll" -a "$algo" --size "$size" \
-      -n "$ITERS" -w 1 -c 1 >"$work/out.$rank" 2>&1 &
+      "$work/collbench" --quiet --bind none --transport "$TRANSPORT" --coll "$coll" --algo "$algo" --size "$size" \
+      --iters "$ITERS" --warmup_iters 1 --check 1 >"$work/out.$rank" 2>&1 &
     pids+=($!)
   done
   local failed=0

@@ -33,6 +33,10 @@
 //	c := hierarchical.Config{Nodes: hierarchical.GroupBy(hostnames)}
 //	err := c.AllReduce(ctx, t, h, send, recv)
 //
+// The topology and the groups of each level are kept for the next call over
+// the same transport (a small cache), so a steady stream of all-reduces
+// builds them once and allocates nothing.
+//
 // The levels are summed and Avg is divided by the number of ranks once, at
 // the end, so results have the same bits as a flat all-reduce's. Each level
 // and phase marks its messages with its own communicator id and collective,

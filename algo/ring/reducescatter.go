@@ -294,8 +294,10 @@ func (b *blockRing) recvAll(ctx context.Context, t transport.Transport, h transp
 		j := int64(0)
 		err := b.segments(k, &msg, func(lo, hi int, step uint32) error {
 			if b.rotate && s >= 2 {
-				// Step s-1 sent this segment of the slot; it may be a
-				// segment longer, blocks being uneven.
+				// This segment overwrites the same bytes of what step
+				// s-2 received, which the sender forwards as segment j
+				// of step s-1 (all of it when that block had fewer
+				// segments): wait until that is out.
 				if err := sent.Wait(ctx, before+min(j+1, prev)); err != nil {
 					return err
 				}
