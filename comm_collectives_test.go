@@ -242,7 +242,7 @@ func TestCollectivesMem(t *testing.T) {
 // Over sockets, the sizes from 1 to 5 (one rank, powers of two, odd) and a
 // dtype of each element size, float and integer: the in-memory run covers
 // every size from 1 to 8 and every dtype, and this one took 90 s of the race
-// suite with all eight sizes, 17 s with every dtype.
+// suite with all eight sizes, about 15 s with every dtype.
 func TestCollectivesTCP(t *testing.T) {
 	t.Parallel() // mostly waiting on sockets: it overlaps with the in-memory run
 	testCollectives(t, algotest.TCPWorld, []int{1, 2, 3, 4, 5}, []int{0, 3, 9001},

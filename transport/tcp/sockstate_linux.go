@@ -4,8 +4,8 @@ import "golang.org/x/sys/unix"
 
 // unsent is how many bytes written to s are not yet acknowledged by the
 // peer, or 0 when that cannot be told or they never will be: once the peer
-// has reset the connection (it closed with input unread, as an aborting
-// rank does), SIOCOUTQ still counts the bytes the reset dropped, and
+// has reset the connection (it closed with input unread, or had closed when
+// the bytes came), SIOCOUTQ still counts the bytes the reset dropped, and
 // linger would wait its whole deadline for them.
 func (s *stream) unsent() int {
 	if s.raw == nil {
