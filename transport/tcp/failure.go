@@ -28,13 +28,18 @@ type waitSlot struct {
 	failed atomic.Bool   // the operation ended in an error
 	seq    atomic.Uint64 // header fields
 	count  atomic.Uint64
+	comm   atomic.Uint32
 	meta   atomic.Uint64 // coll | algo<<8 | dtype<<16 | op<<24 | root<<32
 	step   atomic.Uint64 // step | len<<32
 }
 
 func (w *waitSlot) begin(h transport.Header) {
+	// A sequence lock: since is 0 while the fields change, so a snapshot
+	// taken meanwhile (a peer's ping) never mixes two operations' fields.
+	w.since.Store(0)
 	w.seq.Store(h.Seq)
 	w.count.Store(h.Count)
+	w.comm.Store(h.Comm)
 	w.meta.Store(uint64(h.Coll) | uint64(h.Algo)<<8 | uint64(h.DType)<<16 | uint64(h.Op)<<24 | uint64(uint32(h.Root))<<32)
 	w.step.Store(uint64(h.Step) | uint64(h.Len)<<32)
 	w.failed.Store(false)
@@ -56,12 +61,15 @@ func (w *waitSlot) snapshot(peer int, op string, now time.Time) (transport.Wait,
 	if since == 0 {
 		return transport.Wait{}, false
 	}
-	meta, step := w.meta.Load(), w.step.Load()
+	meta, step, seq, count, comm, failed := w.meta.Load(), w.step.Load(), w.seq.Load(), w.count.Load(), w.comm.Load(), w.failed.Load()
+	if w.since.Load() != since {
+		return transport.Wait{}, false // the next operation began meanwhile
+	}
 	t := time.Unix(0, since)
 	return transport.Wait{
-		Peer: peer, Op: op, Since: t, Waited: now.Sub(t), Failed: w.failed.Load(),
+		Peer: peer, Op: op, Since: t, Waited: now.Sub(t), Failed: failed,
 		Header: transport.Header{
-			Seq: w.seq.Load(), Count: w.count.Load(),
+			Seq: seq, Count: count, Comm: comm,
 			Coll: transport.Coll(meta), Algo: uint8(meta >> 8), DType: reduce.DType(meta >> 16), Op: reduce.Op(meta >> 24),
 			Root: int32(uint32(meta >> 32)), Step: uint32(step), Len: uint32(step >> 32),
 		},

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
 )
 
@@ -37,7 +38,7 @@ const (
 	// maxPingWaits bounds the waits one answer carries: the oldest, which
 	// say most about a stall.
 	maxPingWaits = 16
-	waitLen      = 4 + 1 + 1 + 1 + 8 + 4 + 4 + 4
+	waitLen      = 4 + 1 + 1 + 1 + 8 + 4 + 4 + 4 + 8 + 4 + 4 + 3 // ..., count, comm, root, dtype, op, algo
 	opSend       = 1
 	opRecv       = 2
 )
@@ -177,6 +178,10 @@ func appendWaits(dst []byte, ws []transport.Wait) []byte {
 		dst = binary.LittleEndian.AppendUint32(dst, w.Header.Step)
 		dst = binary.LittleEndian.AppendUint32(dst, w.Header.Len)
 		dst = binary.LittleEndian.AppendUint32(dst, uint32(min(w.Waited.Milliseconds(), math.MaxUint32)))
+		dst = binary.LittleEndian.AppendUint64(dst, w.Header.Count)
+		dst = binary.LittleEndian.AppendUint32(dst, w.Header.Comm)
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(w.Header.Root))
+		dst = append(dst, byte(w.Header.DType), byte(w.Header.Op), w.Header.Algo)
 	}
 	return dst
 }
@@ -216,6 +221,9 @@ func decodeWaits(b []byte, now time.Time) ([]transport.Wait, error) {
 		w.Header = transport.Header{Coll: transport.Coll(e[6]),
 			Seq: binary.LittleEndian.Uint64(e[7:]), Step: binary.LittleEndian.Uint32(e[15:]), Len: binary.LittleEndian.Uint32(e[19:])}
 		w.Waited = time.Duration(binary.LittleEndian.Uint32(e[23:])) * time.Millisecond
+		w.Header.Count, w.Header.Comm = binary.LittleEndian.Uint64(e[27:]), binary.LittleEndian.Uint32(e[35:])
+		w.Header.Root = int32(binary.LittleEndian.Uint32(e[39:]))
+		w.Header.DType, w.Header.Op, w.Header.Algo = reduce.DType(e[43]), reduce.Op(e[44]), e[45]
 		w.Since = now.Add(-w.Waited)
 		ws[i] = w
 	}

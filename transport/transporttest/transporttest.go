@@ -575,6 +575,11 @@ func (s suite) ping(t *testing.T) {
 			}
 			for _, w := range ws {
 				if w.Peer == 2 && w.Op == "recv" && w.Failed == failed && w.Header.Seq == h.Seq && w.Header.Step == h.Step {
+					// The whole call, which a communicator compares with its own.
+					if got, want := w.Header, h; got.Comm != want.Comm || got.Count != want.Count || got.Coll != want.Coll ||
+						got.DType != want.DType || got.Op != want.Op || got.Root != want.Root || got.Algo != want.Algo {
+						t.Fatalf("Ping(1) reported the Recv's header as %v, want %v", got, want)
+					}
 					return w
 				}
 			}
