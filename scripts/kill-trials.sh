@@ -66,17 +66,7 @@ for trial in $(seq 1 "$TRIALS"); do
       problems+=("rank $r does not name rank $victim: ${line:0:400}")
     grep -q "stall report" <<<"$line" || problems+=("rank $r printed no stall report")
   done
-  leaked=$(grep -l "COLLKIT_TRIAL_MARK=$mark" /proc/[0-9]*/environ 2>/dev/null | wc -l)
-  [ "$leaked" -eq 0 ] || problems+=("$leaked processes left behind")
-  if [ "${#problems[@]}" -eq 0 ]; then
-    pass=$((pass + 1))
-    echo "trial $trial: $algo: killed rank $victim; all survivors failed naming it, launcher exit $code after ${took}s: ok"
-  else
-    fail=$((fail + 1))
-    echo "trial $trial: $algo: killed rank $victim: FAILED after ${took}s"
-    printf '    %s\n' "${problems[@]}"
-    sed 's/^/    | /' "$err" | cut -c1-600
-  fi
+  verdict "killed rank $victim; all survivors failed naming it, launcher exit $code after ${took}s" "killed rank $victim: FAILED after ${took}s" 600
 done
 echo "kill trials: $pass passed, $fail failed, $missed not counted (run ended before the kill), of $TRIALS"
 [ "$fail" -eq 0 ]

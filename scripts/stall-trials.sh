@@ -94,17 +94,7 @@ for trial in $(seq 1 "$TRIALS"); do
   done
   unset printed
   [ -z "${KEEP:-}" ] || { mkdir -p "$KEEP" && cp "$err" "$KEEP/trial-$trial.err"; }
-  leaked=$(grep -l "COLLKIT_TRIAL_MARK=$mark" /proc/[0-9]*/environ 2>/dev/null | wc -l)
-  [ "$leaked" -eq 0 ] || problems+=("$leaked processes left behind")
-  if [ "${#problems[@]}" -eq 0 ]; then
-    pass=$((pass + 1))
-    echo "trial $trial: $algo: stopped rank $victim; every other rank named it (${times[*]}), launcher exit $code after ${took}s: ok"
-  else
-    fail=$((fail + 1))
-    echo "trial $trial: $algo: stopped rank $victim: FAILED after ${took}s (${times[*]})"
-    printf '    %s\n' "${problems[@]}"
-    sed 's/^/    | /' "$err" | cut -c1-800
-  fi
+  verdict "stopped rank $victim; every other rank named it (${times[*]}), launcher exit $code after ${took}s" "stopped rank $victim: FAILED after ${took}s (${times[*]})" 800
 done
 echo "stall trials: $pass passed, $fail failed, $missed not counted (run ended before the stop), of $TRIALS;" \
   "$named of $reports stall reports named the stopped rank"

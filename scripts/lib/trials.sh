@@ -25,3 +25,22 @@ pick_victim() {
   victim_pid=${workers[$((RANDOM % NP))]}
   victim=$(tr '\0' '\n' <"/proc/$victim_pid/environ" | sed -n 's/^RANK=//p')
 }
+
+# verdict OK FAILED CUT: adds leaked processes (those carrying
+# COLLKIT_TRIAL_MARK=$mark) to the trial's $problems, then counts the trial
+# in pass or fail and prints "trial N: ALGO: OK" or "...: FAILED" with the
+# problems and the first CUT columns of the launcher's stderr ($err).
+verdict() {
+  local ok=$1 failed=$2 cut=$3 leaked
+  leaked=$(grep -l "COLLKIT_TRIAL_MARK=$mark" /proc/[0-9]*/environ 2>/dev/null | wc -l)
+  [ "$leaked" -eq 0 ] || problems+=("$leaked processes left behind")
+  if [ "${#problems[@]}" -eq 0 ]; then
+    pass=$((pass + 1))
+    echo "trial $trial: $algo: $ok: ok"
+  else
+    fail=$((fail + 1))
+    echo "trial $trial: $algo: $failed"
+    printf '    %s\n' "${problems[@]}"
+    sed 's/^/    | /' "$err" | cut -c1-"$cut"
+  fi
+}
