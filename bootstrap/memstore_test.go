@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -85,4 +86,46 @@ func testStore(t *testing.T, s Store) {
 func TestMemStore(t *testing.T) {
 	var s MemStore // the zero value works
 	testStore(t, &s)
+}
+
+func TestMemStoreCreateAndAdd(t *testing.T) {
+	ctx := context.Background()
+	s := NewMemStore()
+	var wg sync.WaitGroup
+	won := make([]string, 8)
+	for i := range won {
+		wg.Go(func() {
+			v, err := Create(ctx, WithPrefix(s, "p/"), "k", []byte{byte('a' + i)})
+			if err != nil {
+				t.Error(err)
+			}
+			won[i] = string(v)
+		})
+	}
+	wg.Wait()
+	for i, w := range won {
+		if w != won[0] {
+			t.Fatalf("Create: caller %d saw %q, caller 0 saw %q: one value must win for all", i, w, won[0])
+		}
+	}
+	if v, err := s.Get(ctx, "p/k"); err != nil || string(v) != won[0] {
+		t.Fatalf("Get after Create = %q, %v; want %q", v, err, won[0])
+	}
+	for i := range 8 {
+		wg.Go(func() {
+			if _, err := Add(ctx, s, "n", int64(i)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if n, err := s.Add(ctx, "n", 0); err != nil || n != 28 {
+		t.Fatalf("Add total = %d, %v; want 28", n, err)
+	}
+	if _, err := s.Add(ctx, "p/k", 1); err == nil {
+		t.Fatal("Add on a key holding a letter: no error")
+	}
+	if _, err := Create(ctx, struct{ Store }{s}, "x", nil); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("Create on a store without it = %v, want ErrUnsupported", err)
+	}
 }

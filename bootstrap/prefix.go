@@ -19,3 +19,11 @@ func (p prefixed) Set(ctx context.Context, key string, value []byte) error {
 func (p prefixed) Get(ctx context.Context, key string) ([]byte, error) {
 	return p.s.Get(ctx, p.prefix+key)
 }
+
+func (p prefixed) Create(ctx context.Context, key string, value []byte) ([]byte, error) {
+	return Create(ctx, p.s, p.prefix+key, value)
+}
+
+func (p prefixed) Add(ctx context.Context, key string, delta int64) (int64, error) {
+	return Add(ctx, p.s, p.prefix+key, delta)
+}

@@ -1,6 +1,10 @@
 package bootstrap
 
-import "context"
+import (
+	"context"
+	"errors"
+	"fmt"
+)
 
 // Store is the key-value store ranks use to exchange addresses and ids while a
 // job starts. Keys are written once; Get waits for a key that is not there yet.
@@ -9,4 +13,47 @@ type Store interface {
 	Set(ctx context.Context, key string, value []byte) error
 	// Get returns the value of key, waiting until some rank sets it or ctx ends.
 	Get(ctx context.Context, key string) ([]byte, error)
+}
+
+// Creator is implemented by stores that can set a key only if it has no
+// value yet, atomically: of several ranks that propose values for one key,
+// the first wins and every rank learns which value won. Elastic
+// communicators agree on their members through it (see collkit's
+// Comm.Shrink).
+type Creator interface {
+	// Create sets key to value unless key already has a value, and returns
+	// the key's value after the call: value when this call set it, the value
+	// that was there otherwise.
+	Create(ctx context.Context, key string, value []byte) ([]byte, error)
+}
+
+// Adder is implemented by stores with atomic counters.
+type Adder interface {
+	// Add adds delta to the decimal integer stored under key (0 when key has
+	// no value) and returns the sum, which it stores under key.
+	Add(ctx context.Context, key string, delta int64) (int64, error)
+}
+
+// ErrUnsupported is wrapped by Create and Add for a store that lacks the
+// operation.
+var ErrUnsupported = errors.New("the store does not support this operation")
+
+// Create calls s's Create, or returns an error wrapping ErrUnsupported when
+// s has none.
+func Create(ctx context.Context, s Store, key string, value []byte) ([]byte, error) {
+	c, ok := s.(Creator)
+	if !ok {
+		return nil, fmt.Errorf("bootstrap: %w: %T has no Create (use the collkit store server, MemStore or an etcd store)", ErrUnsupported, s)
+	}
+	return c.Create(ctx, key, value)
+}
+
+// Add calls s's Add, or returns an error wrapping ErrUnsupported when s has
+// none.
+func Add(ctx context.Context, s Store, key string, delta int64) (int64, error) {
+	a, ok := s.(Adder)
+	if !ok {
+		return 0, fmt.Errorf("bootstrap: %w: %T has no Add (use the collkit store server, MemStore or an etcd store)", ErrUnsupported, s)
+	}
+	return a.Add(ctx, key, delta)
 }
