@@ -66,6 +66,7 @@ var (
 	_ transport.WaitReporter = (*Transport)(nil)
 	_ transport.Pinger       = (*Transport)(nil)
 	_ transport.Aborter      = (*Transport)(nil)
+	_ transport.Prober       = (*Transport)(nil)
 )
 
 // link is one direction of the connection between two ranks.
@@ -171,6 +172,22 @@ func (n *Network) Kill(rank int) {
 			n.Cut(rank, peer)
 		}
 	}
+}
+
+// Kill kills this transport's rank in its network (see Network.Kill).
+func (t *Transport) Kill() { t.net.Kill(t.rank) }
+
+// Dead lists the peers that were killed (Network.Kill), as a socket
+// transport lists the peers whose connections closed without an abort
+// notice.
+func (t *Transport) Dead() []int {
+	var dead []int
+	for r, p := range t.net.ts {
+		if r != t.rank && p.killed.Load() {
+			dead = append(dead, r)
+		}
+	}
+	return dead
 }
 
 // Stop freezes rank as SIGSTOP freezes a process: its Sends and Recvs, those
