@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/collkit/collkit/algo/adaptive"
@@ -125,6 +126,11 @@ type Options struct {
 	// Logger receives the debug log. Nil means the one COLLKIT_DEBUG asks
 	// for (see LoggerFromEnv), silent when it is unset.
 	Logger *slog.Logger
+	// ElasticWait bounds each step of Shrink and Grow (see Comm.Shrink): how
+	// long a member waits for another that no member saw die, and for the
+	// new generation's transport to connect. Zero means
+	// DefaultElasticWait.
+	ElasticWait time.Duration
 	// IntraNode is the transport Connect gives the hierarchical algorithm
 	// inside a node of several ranks: "shm" (shared memory) or "group" (the
 	// main transport). Empty means shm where /dev/shm exists.
@@ -188,6 +194,9 @@ type Comm struct {
 	counts        []int               // evenCounts' memory; guarded by mu
 
 	eng engine // order of operations, concurrent-use checks (comm_async.go)
+	// el makes the next generation (comm_elastic.go); nil for New's.
+	el      *elastic
+	revoked atomic.Pointer[error] // Revoke's error, first call's
 	// watch finds peers that called another collective (comm_watch.go).
 	watch callWatch
 
@@ -420,6 +429,9 @@ func (c *Comm) usable() error {
 	if m := c.eng.misuse.Load(); m != nil && c.err == nil {
 		c.fail(*m)
 	}
+	if r := c.revoked.Load(); r != nil && c.err == nil {
+		c.fail(*r)
+	}
 	if c.err != nil {
 		return fmt.Errorf("collkit: rank %d: %w: %w", c.Rank(), ErrAborted, c.err)
 	}
@@ -430,6 +442,9 @@ func (c *Comm) usable() error {
 // sticky error and aborts the transport so that peers waiting on this rank
 // see the failure at once.
 func (c *Comm) fail(err error) error {
+	if rv := revocation(err); rv != nil && !errors.Is(err, ErrRevoked) {
+		err = fmt.Errorf("%w (%w)", rv, err)
+	}
 	fe := c.diagnose(err)
 	c.err = fe
 	c.abort(fe)

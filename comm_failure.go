@@ -156,7 +156,7 @@ func (c *Comm) diagnose(err error) *FailureError {
 	}
 	timedOut := errors.Is(err, context.DeadlineExceeded)
 	var ae *transport.AbortError
-	if p, ok := c.t.(transport.Pinger); ok && len(fe.Dead) == 0 && (timedOut || errors.As(err, &ae)) {
+	if p, ok := c.t.(transport.Pinger); ok && len(fe.Dead) == 0 && (timedOut || errors.As(err, &ae)) && !errors.Is(err, ErrRevoked) {
 		var own []int
 		if fe.blocked != nil && c.intra == nil { // an intra-node transport numbers its ranks its own way
 			own = []int{fe.blocked.Rank}
@@ -293,7 +293,9 @@ func dedup(rs []int) []int {
 func (c *Comm) abort(fe *FailureError) {
 	reason := fe.Err.Error()
 	var ae *transport.AbortError
-	if errors.As(fe.Err, &ae) {
+	if rv := revocation(fe.Err); rv != nil {
+		reason = rv.Error() // word for word, so that every rank sees the revocation
+	} else if errors.As(fe.Err, &ae) {
 		// Pass the first cause on near the front, where truncation
 		// cannot cut it.
 		reason = fmt.Sprintf("rank %d gave up because rank %d aborted: %s", c.Rank(), ae.Rank, ae.Reason)

@@ -126,6 +126,7 @@ func ConnectStore(ctx context.Context, env bootstrap.Env, store bootstrap.Store,
 	}
 	ctx, cancel := setupContext(ctx, opts)
 	defer cancel()
+	saved := opts // for the next generations (comm_elastic.go)
 	start := time.Now()
 	t, err := connectTransport(ctx, env, store, opts)
 	if err != nil {
@@ -162,6 +163,10 @@ func ConnectStore(ctx context.Context, env bootstrap.Env, store bootstrap.Store,
 		return nil, err
 	}
 	c.logSetup(env, opts, connected, intra != nil)
+	c.el = &elastic{store: store, env: env, opts: saved, ids: make([]int, env.Size)}
+	for r := range c.el.ids {
+		c.el.ids[r] = r
+	}
 	if intra != nil {
 		c.intra = intra
 		c.closers = append(c.closers, intra)

@@ -1,0 +1,621 @@
+package collkit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/collkit/collkit/bootstrap"
+	"github.com/collkit/collkit/transport"
+)
+
+// Elastic communicators: Revoke, Shrink, Grow and Join.
+//
+// A communicator made through a store (Connect, FromEnv, ConnectStore) can
+// be replaced by one of the next generation: Shrink over the ranks still
+// alive, Grow with the processes waiting in Join. Each generation is
+// decided by one round of an agreement through the store, so the store
+// must outlive any rank (collbench's launcher hosts it, or etcd; see
+// bootstrap.RendezvousWith). Every process keeps an id for its life: its
+// rank in generation 0, or, for a process that joined later, one the store
+// numbered. Round g (making generation g) keeps its keys under
+// collkit/elastic/<g>/:
+//
+//	alive/<id>   the process takes part in round g; the value lists the
+//	             ids it saw die (the suspects)
+//	joiners      how many processes asked to join in round g (a counter)
+//	joiner/<n>   the id of the n-th of them
+//	members      the decision: the ids of generation g in rank order
+//	c/...        the keys the new transport connects through
+//
+// The agreement. Each member of generation g-1 that enters round g
+// publishes alive/<id> with its suspects, then waits until every
+// candidate (the members of generation g-1, plus for Grow the joiners it
+// counted) has published alive or is suspected by a process that did, or
+// until ElasticWait passes. It then proposes the candidates it heard from,
+// in the old rank order followed by the joiners, with the store's Create:
+// the first proposal wins and every process reads the same winner. So:
+//   - Agreement: every process that leaves round g with a communicator has
+//     the same members, whatever died meanwhile, since there is one
+//     members key per round and it is written once.
+//   - Validity: only processes that published alive in round g are
+//     members, and a process that did is left out only when a proposer
+//     decided before hearing from it (it was suspected, or slower than
+//     ElasticWait).
+//   - No second world: a process left out (falsely suspected: stopped or
+//     slow rather than dead) reads the decision and gets ErrExcluded; it
+//     cannot start another generation g, and the next round's candidates are
+//     the members of g, so it is out of every later one too.
+//   - Termination: a round ends within ElasticWait plus the store's round
+//     trips once a proposal is made, as long as the store is reachable.
+//
+// A member that dies after the decision, before the new transport is
+// connected, makes the connection fail (within ElasticWait on every other
+// member); they then run round g+1 over the members of g, where the dead
+// one is no longer heard from. A member whose connection succeeded meets
+// the others in round g+1 when its first collective fails.
+
+// DefaultElasticWait is Options.ElasticWait when zero.
+const DefaultElasticWait = 10 * time.Second
+
+var (
+	// ErrRevoked is wrapped by every call on a revoked communicator, on
+	// every rank (see Comm.Revoke and RevokedError).
+	ErrRevoked = errors.New("communicator revoked")
+	// ErrExcluded is returned by Shrink, Grow and Join to a process the
+	// other members decided to go on without.
+	ErrExcluded = errors.New("left out of the next generation")
+	// ErrNotElastic is returned by Shrink and Grow on a communicator that
+	// was not made through a store (New, Split).
+	ErrNotElastic = errors.New("communicator has no store to agree through")
+)
+
+// RevokedError is the error of a communicator that a rank revoked.
+type RevokedError struct {
+	Rank   int    // the rank that called Revoke
+	Reason string // what it said
+}
+
+// revokeMark begins the abort notice of a revoked communicator, so that
+// ranks that learn of it from a peer wrap ErrRevoked too.
+const revokeMark = "communicator revoked by rank "
+
+func (e *RevokedError) Error() string { return revokeMark + strconv.Itoa(e.Rank) + ": " + e.Reason }
+
+// Is makes errors.Is(err, ErrRevoked) true.
+func (e *RevokedError) Is(target error) bool { return target == ErrRevoked }
+
+// revokedBy parses the abort notice of a revoked communicator.
+func revokedBy(reason string) (*RevokedError, bool) {
+	rest, ok := strings.CutPrefix(reason, revokeMark)
+	if !ok {
+		return nil, false
+	}
+	num, why, ok := strings.Cut(rest, ": ")
+	r, err := strconv.Atoi(num)
+	if !ok || err != nil {
+		return nil, false
+	}
+	return &RevokedError{Rank: r, Reason: why}, true
+}
+
+// revocation is the error a peer's abort notice carries when it revoked the
+// communicator, or nil.
+func revocation(err error) *RevokedError {
+	var rv *RevokedError
+	if errors.As(err, &rv) {
+		return rv
+	}
+	var ae *transport.AbortError
+	if errors.As(err, &ae) {
+		rv, _ = revokedBy(ae.Reason)
+	}
+	return rv
+}
+
+// Revoke ends the communicator on every rank, as MPI_Comm_revoke does: the
+// collective running on this rank, if any, and every later call fail with
+// an error wrapping ErrRevoked and reason; the other ranks get the same
+// error in the collective they are in, or their next one, as soon as the
+// notice reaches them, rather than at their timeout. It does not wait for
+// the other ranks. Safe to call from any goroutine, also while a
+// collective runs, and more than once (the first reason stays).
+func (c *Comm) Revoke(reason string) {
+	rv := error(&RevokedError{Rank: c.rank, Reason: reason})
+	if !c.revoked.CompareAndSwap(nil, &rv) {
+		return
+	}
+	c.obs.log.Info("revoke", "reason", reason)
+	if cancel := c.eng.cancel.Load(); cancel != nil {
+		(*cancel)(rv) // a call in progress fails, and aborts the transport
+	}
+	if c.mu.TryLock() { // idle: abort now
+		if c.err == nil {
+			c.fail(rv)
+		}
+		c.mu.Unlock()
+	}
+}
+
+// elastic is what a communicator needs to make the next generation.
+type elastic struct {
+	store bootstrap.Store
+	env   bootstrap.Env // as Connect got it; Rank and Size are generation 0's
+	opts  Options
+	gen   int   // the round that made this communicator; 0 for the first
+	ids   []int // the process id of each rank
+}
+
+// elasticKey is a key of round gen (see the comment at the top).
+func elasticKey(gen int, key string) string {
+	return "collkit/elastic/" + strconv.Itoa(gen) + "/" + key
+}
+
+// latestKey holds the last generation decided, for Join to start from.
+const latestKey = "collkit/elastic/latest"
+
+// joinerIDs numbers processes that join after generation 0, from here
+// (ranks of generation 0 keep their rank as id).
+const joinerIDs = 1 << 20
+
+// Generation is the number of the round that made this communicator: 0
+// for one made by Connect, FromEnv or ConnectStore, then one more for each
+// Shrink or Grow.
+func (c *Comm) Generation() int {
+	if c.el == nil {
+		return 0
+	}
+	return c.el.gen
+}
+
+// Shrink returns a communicator over the ranks that are still alive, as
+// MPI_Comm_shrink and ncclCommShrink do: every surviving rank calls it
+// after a failure (or after Revoke), and gets a communicator of the next
+// generation over exactly the ranks that called it, numbered in their old
+// order. It revokes this communicator first, so that ranks still blocked
+// in a collective fail and come to Shrink too. The ranks agree on the
+// members through the store, even when another rank dies meanwhile (see
+// the agreement above); a rank that is alive but was decided out (it was
+// stopped or too slow, more than Options.ElasticWait) gets an error
+// wrapping ErrExcluded and must exit or Join again.
+//
+// On success this communicator is closed and its store passes to the new
+// one; on error it is left as it was. The new transport is connected
+// afresh through the store (a failed collective leaves partial messages on
+// the old connections). ctx bounds the whole shrink.
+func (c *Comm) Shrink(ctx context.Context) (*Comm, error) {
+	return c.next(ctx, "shrink", false)
+}
+
+// Grow returns a communicator that also includes the processes waiting in
+// Join, as ncclCommGrow does: every member calls it at the same point
+// (JoinersWaiting tells them, all alike, whether any process waits). The
+// joiners become the last ranks, in the order they came. Members that do
+// not call it within Options.ElasticWait are left out, as in Shrink.
+func (c *Comm) Grow(ctx context.Context) (*Comm, error) {
+	return c.next(ctx, "grow", true)
+}
+
+// JoinersWaiting returns how many processes wait in Join to enter the next
+// generation. It is a collective: every rank gets the same number (the
+// most any rank saw), so all can decide alike to call Grow.
+func (c *Comm) JoinersWaiting(ctx context.Context) (int, error) {
+	if c.el == nil {
+		return 0, fmt.Errorf("collkit: rank %d: JoinersWaiting: %w (make it with Connect, FromEnv or ConnectStore)", c.rank, ErrNotElastic)
+	}
+	n, err := bootstrap.Add(ctx, c.el.store, elasticKey(c.el.gen+1, "joiners"), 0)
+	if err != nil {
+		return 0, fmt.Errorf("collkit: rank %d: JoinersWaiting: %w", c.rank, err)
+	}
+	buf := []int64{n}
+	if err := AllReduce(ctx, c, buf, buf, Max); err != nil {
+		return 0, err
+	}
+	return int(buf[0]), nil
+}
+
+// next runs rounds until this process is in a connected communicator of a
+// later generation, or is left out, or ctx ends.
+func (c *Comm) next(ctx context.Context, what string, grow bool) (*Comm, error) {
+	if c.el == nil {
+		return nil, fmt.Errorf("collkit: rank %d: %s: %w (make it with Connect, FromEnv or ConnectStore; Split's communicators cannot shrink on their own)",
+			c.rank, what, ErrNotElastic)
+	}
+	start := time.Now()
+	if !grow {
+		c.Revoke(what + " called by rank " + strconv.Itoa(c.rank))
+	}
+	c.mu.Lock()
+	suspects := c.suspects()
+	c.mu.Unlock()
+	el := *c.el
+	self := el.ids[c.rank]
+	members, err := agree(ctx, el, self, suspects, grow)
+	var nc *Comm
+	if err == nil {
+		nc, err = establish(ctx, elastic{store: el.store, env: el.env, opts: el.opts, gen: el.gen + 1, ids: members}, self)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("collkit: rank %d (%s): %s from generation %d: %w", c.rank, procName(self), what, el.gen, err)
+	}
+	c.handOver(nc)
+	nc.obs.log.Info(what, "generation", nc.el.gen, "size", nc.size, "took", time.Since(start))
+	return nc, nil
+}
+
+// establish connects generation el.gen, whose members were decided, all or
+// nothing: every member says whether it connected, and one verdict for all
+// is made with the store's Create (ok only when every member said so). When
+// it fails (a member died, or connected too late), the members run the
+// next round over the same candidates, suspecting those that did not say,
+// and try again.
+func establish(ctx context.Context, el elastic, self int) (*Comm, error) {
+	for {
+		nc, err := el.connect(ctx, self)
+		ok, missing, serr := el.settle(ctx, self, err == nil)
+		if serr == nil && ok {
+			return nc, nil
+		}
+		if nc != nil {
+			nc.Close()
+		}
+		if serr != nil {
+			return nil, serr
+		}
+		if ctx.Err() != nil || len(missing) == 0 {
+			// Every member said, so none died: the failure is not one a
+			// next round mends (Options the new size refuses, say).
+			return nil, fmt.Errorf("connecting generation %d (%d ranks): %w", el.gen, len(el.ids), cmpErr(err, errors.Join(ctx.Err(),
+				errors.New("another member failed to connect"))))
+		}
+		el.log().Info("elastic: generation failed to connect; next round", "generation", el.gen, "missing", missing, "err", err)
+		members, err := agree(ctx, el, self, missing, false)
+		if err != nil {
+			return nil, err
+		}
+		el = elastic{store: el.store, env: el.env, opts: el.opts, gen: el.gen + 1, ids: members}
+	}
+}
+
+// settle publishes whether this process connected generation el.gen, waits
+// (up to ElasticWait) for the other members to say, and returns the
+// verdict that won, and the members that said nothing.
+func (el elastic) settle(ctx context.Context, self int, connected bool) (ok bool, missing []int, err error) {
+	mine := "failed"
+	if connected {
+		mine = "ok"
+	}
+	if err := el.store.Set(ctx, elasticKey(el.gen, "ready/"+strconv.Itoa(self)), []byte(mine)); err != nil {
+		return false, nil, fmt.Errorf("publishing whether it connected: %w", storeHint(err))
+	}
+	wctx, cancel := context.WithTimeout(ctx, el.opts.elasticWait())
+	defer cancel()
+	type said struct {
+		id int
+		ok bool
+		in bool // said anything
+	}
+	answers := make(chan said, len(el.ids))
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	for _, id := range el.ids {
+		if id == self {
+			continue
+		}
+		wg.Go(func() {
+			b, err := el.store.Get(wctx, elasticKey(el.gen, "ready/"+strconv.Itoa(id)))
+			answers <- said{id: id, ok: err == nil && string(b) == "ok", in: err == nil}
+		})
+	}
+	all := connected
+	for range len(el.ids) - 1 {
+		a := <-answers
+		if !a.in {
+			missing = append(missing, a.id)
+		}
+		if !a.ok && all {
+			all = false
+			cancel() // one failure decides: no need to wait for the rest
+		}
+	}
+	verdict := "failed"
+	if all {
+		verdict = "ok"
+	}
+	won, err := bootstrap.Create(ctx, el.store, elasticKey(el.gen, "verdict"), []byte(verdict))
+	if err != nil {
+		return false, nil, fmt.Errorf("deciding whether generation %d connected: %w", el.gen, storeHint(err))
+	}
+	return string(won) == "ok", missing, nil
+}
+
+func cmpErr(err, fallback error) error {
+	if err != nil {
+		return err
+	}
+	return fallback
+}
+
+// suspects are the process ids of the ranks this communicator's failure
+// found dead or not answering. The caller holds c.mu.
+func (c *Comm) suspects() []int {
+	var fe *FailureError
+	if !errors.As(c.err, &fe) {
+		return nil
+	}
+	var ids []int
+	for _, r := range fe.Dead {
+		ids = append(ids, c.el.ids[r])
+	}
+	for _, s := range fe.Stuck {
+		if !s.Answered {
+			ids = append(ids, c.el.ids[s.Rank])
+		}
+	}
+	return ids
+}
+
+// aliveNote is what a process publishes when it enters a round.
+type aliveNote struct {
+	Suspects []int `json:"suspects,omitempty"`
+}
+
+// agree runs round el.gen+1 for process self and returns its members.
+func agree(ctx context.Context, el elastic, self int, suspects []int, grow bool) ([]int, error) {
+	gen := el.gen + 1
+	note, _ := json.Marshal(aliveNote{Suspects: suspects})
+	if err := el.store.Set(ctx, elasticKey(gen, "alive/"+strconv.Itoa(self)), note); err != nil {
+		return nil, fmt.Errorf("publishing that it is alive: %w", storeHint(err))
+	}
+	candidates := slices.Clone(el.ids)
+	if grow {
+		joiners, err := joinersOf(ctx, el.store, gen, el.opts.elasticWait())
+		if err != nil {
+			return nil, err
+		}
+		candidates = append(candidates, joiners...)
+	}
+	heard := hear(ctx, el.store, gen, self, candidates, suspects, el.opts.elasticWait())
+	proposal, _ := json.Marshal(heard)
+	won, err := bootstrap.Create(ctx, el.store, elasticKey(gen, "members"), proposal)
+	if err != nil {
+		return nil, fmt.Errorf("proposing the members: %w", storeHint(err))
+	}
+	var members []int
+	if err := json.Unmarshal(won, &members); err != nil {
+		return nil, fmt.Errorf("the store holds a decision that is not a list of ids: %q", won)
+	}
+	el.store.Set(ctx, latestKey, []byte(strconv.Itoa(gen))) // a hint for Join; the decision is the members key
+	if !slices.Contains(members, self) {
+		return nil, fmt.Errorf("%w: the others decided generation %d without it (members %s): it was suspected dead, or did not come within Options.ElasticWait (%v); exit, or Join the job again",
+			ErrExcluded, gen, procNames(members), el.opts.elasticWait())
+	}
+	return members, nil
+}
+
+// hear waits until every candidate has published alive in round gen or is
+// suspected by one that did, or wait passes, and returns those heard from,
+// in the order of candidates.
+func hear(ctx context.Context, store bootstrap.Store, gen, self int, candidates, suspects []int, wait time.Duration) []int {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	type arrival struct {
+		id   int
+		note aliveNote
+		ok   bool
+	}
+	arrivals := make(chan arrival, len(candidates))
+	stop := map[int]context.CancelFunc{}
+	var wg sync.WaitGroup
+	for _, id := range candidates {
+		if id == self {
+			continue
+		}
+		cctx, ccancel := context.WithCancel(ctx)
+		stop[id] = ccancel
+		wg.Go(func() {
+			b, err := store.Get(cctx, elasticKey(gen, "alive/"+strconv.Itoa(id)))
+			a := arrival{id: id, ok: err == nil}
+			if a.ok {
+				json.Unmarshal(b, &a.note)
+			}
+			arrivals <- a
+		})
+	}
+	defer wg.Wait()
+	defer cancel()
+	suspected := map[int]bool{}
+	heard := map[int]bool{self: true}
+	suspect := func(ids []int) {
+		for _, id := range ids {
+			if !heard[id] && !suspected[id] {
+				suspected[id] = true
+				if s := stop[id]; s != nil {
+					s()
+				}
+			}
+		}
+	}
+	suspect(suspects)
+	for range len(stop) {
+		a := <-arrivals
+		if a.ok {
+			heard[a.id] = true
+			suspect(a.note.Suspects)
+		}
+	}
+	return slices.DeleteFunc(slices.Clone(candidates), func(id int) bool { return !heard[id] })
+}
+
+// joinersOf returns the ids of the processes that asked to join in round
+// gen so far.
+func joinersOf(ctx context.Context, store bootstrap.Store, gen int, wait time.Duration) ([]int, error) {
+	n, err := bootstrap.Add(ctx, store, elasticKey(gen, "joiners"), 0)
+	if err != nil {
+		return nil, fmt.Errorf("counting the processes that wait to join: %w", storeHint(err))
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	var ids []int
+	for i := range n {
+		b, err := store.Get(ctx, elasticKey(gen, "joiner/"+strconv.FormatInt(i, 10)))
+		if err != nil {
+			continue // it counted itself and died before it said who it is
+		}
+		if id, err := strconv.Atoi(string(b)); err == nil {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+
+// connect makes the communicator of generation el.gen for process self,
+// through the round's keys, within Options.ElasticWait.
+func (el elastic) connect(ctx context.Context, self int) (*Comm, error) {
+	env := el.env
+	env.Rank, env.Size, env.LocalSize = slices.Index(el.ids, self), len(el.ids), 0
+	opts := el.opts
+	opts.Nodes = nil // ranks moved: find the nodes by host name again
+	opts.SimulatedNodes = min(opts.SimulatedNodes, env.Size)
+	ctx, cancel := context.WithTimeout(ctx, opts.elasticWait())
+	defer cancel()
+	nc, err := ConnectStore(ctx, env, bootstrap.WithPrefix(el.store, elasticKey(el.gen, "c/")), opts)
+	if err != nil {
+		return nil, err
+	}
+	nc.el = &el
+	return nc, nil
+}
+
+// handOver closes c, which nc replaces, giving nc the store c kept open.
+func (c *Comm) handOver(nc *Comm) {
+	kept := c.closers[:0]
+	for _, cl := range c.closers {
+		if s, ok := cl.(storeCloser); ok {
+			nc.closers = append(nc.closers, storeCloser{s.cl, nc})
+		} else {
+			kept = append(kept, cl)
+		}
+	}
+	c.closers = kept
+	c.Close()
+}
+
+// Join enters a running elastic job as a new process (a replacement for a
+// dead rank, or an extra worker), as torchelastic's rendezvous admits one:
+// it reaches the job's store at env's address (which must outlive the
+// ranks: collbench's launcher or etcd hosts it), asks to join the next
+// generation and waits until the members call Grow (or Shrink, which
+// admits no one: it then waits for the generation after). It returns the
+// communicator of the generation it joined, in which it is one of the last
+// ranks. env.Rank and env.Size are not used. ctx bounds the wait.
+func Join(ctx context.Context, env bootstrap.Env, opts Options) (*Comm, error) {
+	client, err := bootstrap.DialConfig(ctx, bootstrap.ClientConfig{Addr: env.StoreAddr(), Secret: secretOf(env)})
+	if err != nil {
+		return nil, fmt.Errorf("collkit: join: reaching the job's store: %w", err)
+	}
+	c, err := JoinStore(ctx, env, client, opts)
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	c.closers = append(c.closers, client)
+	return c, nil
+}
+
+// JoinStore is Join through a store the caller already reached, and keeps
+// open until the communicator is closed.
+func JoinStore(ctx context.Context, env bootstrap.Env, store bootstrap.Store, opts Options) (*Comm, error) {
+	if _, err := findAlgorithm(opts.Algorithm); err != nil {
+		return nil, fmt.Errorf("collkit: join: %w", err)
+	}
+	n, err := bootstrap.Add(ctx, store, "collkit/elastic/ids", 1)
+	if err != nil {
+		return nil, fmt.Errorf("collkit: join: taking a process id: %w", storeHint(err))
+	}
+	self := joinerIDs + int(n) - 1
+	gen, err := bootstrap.Add(ctx, store, latestKey, 0)
+	for err == nil {
+		gen++
+		var members []int
+		if members, err = joinRound(ctx, store, int(gen), self); err == nil && slices.Contains(members, self) {
+			c, err := establish(ctx, elastic{store: store, env: env, opts: opts, gen: int(gen), ids: members}, self)
+			if err != nil {
+				return nil, fmt.Errorf("collkit: join (%s): generation %d: %w", procName(self), gen, err)
+			}
+			return c, nil
+		}
+	}
+	return nil, fmt.Errorf("collkit: join (%s): waiting for the members to call Grow: %w", procName(self), storeHint(err))
+}
+
+// joinRound asks to join in round gen and returns the members decided.
+func joinRound(ctx context.Context, store bootstrap.Store, gen, self int) ([]int, error) {
+	slot, err := bootstrap.Add(ctx, store, elasticKey(gen, "joiners"), 1)
+	if err == nil {
+		err = store.Set(ctx, elasticKey(gen, "joiner/"+strconv.FormatInt(slot-1, 10)), []byte(strconv.Itoa(self)))
+	}
+	if err == nil {
+		err = store.Set(ctx, elasticKey(gen, "alive/"+strconv.Itoa(self)), []byte("{}"))
+	}
+	var won []byte
+	if err == nil {
+		won, err = store.Get(ctx, elasticKey(gen, "members"))
+	}
+	if err != nil {
+		return nil, err
+	}
+	var members []int
+	if err := json.Unmarshal(won, &members); err != nil {
+		return nil, fmt.Errorf("the store holds a decision that is not a list of ids: %q", won)
+	}
+	return members, nil
+}
+
+// procName names a process by its id.
+func procName(id int) string {
+	if id >= joinerIDs {
+		return "joiner " + strconv.Itoa(id-joinerIDs)
+	}
+	return "process " + strconv.Itoa(id)
+}
+
+func procNames(ids []int) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = procName(id)
+	}
+	return "[" + strings.Join(s, ", ") + "]"
+}
+
+// storeHint adds, to an error of the store, where an elastic job's store
+// must live.
+func storeHint(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, bootstrap.ErrUnsupported) {
+		return err
+	}
+	return fmt.Errorf("%w (an elastic job needs a store that outlives every rank: collbench's launcher hosts one, or use etcd; a store hosted by rank 0 dies with it)", err)
+}
+
+func (opts Options) elasticWait() time.Duration {
+	if opts.ElasticWait > 0 {
+		return opts.ElasticWait
+	}
+	return DefaultElasticWait
+}
+
+// log is the communicator's logger, or a silent one.
+func (el elastic) log() *slog.Logger {
+	if el.opts.Logger != nil {
+		return el.opts.Logger
+	}
+	return slog.New(slog.DiscardHandler)
+}
