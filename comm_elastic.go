@@ -175,6 +175,29 @@ func (c *Comm) Generation() int {
 	return c.el.gen
 }
 
+// Members lists the process id of every rank, by rank: a process keeps its
+// id across generations (its rank in generation 0, or the number Join gave
+// it), so a program can tell who left and who came, and keep data that
+// belongs to a process (a shard, a seed) with it.
+func (c *Comm) Members() []int {
+	if c.el == nil {
+		ids := make([]int, c.size)
+		for r := range ids {
+			ids[r] = r
+		}
+		return ids
+	}
+	return slices.Clone(c.el.ids)
+}
+
+// ID is this process's id (see Members).
+func (c *Comm) ID() int {
+	if c.el == nil {
+		return c.rank
+	}
+	return c.el.ids[c.rank]
+}
+
 // Shrink returns a communicator over the ranks that are still alive, as
 // MPI_Comm_shrink and ncclCommShrink do: every surviving rank calls it
 // after a failure (or after Revoke), and gets a communicator of the next
