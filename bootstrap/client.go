@@ -271,7 +271,7 @@ func (c *Client) write(ctx context.Context, f frame) error {
 // Set stores value under key on the server. It returns once the server has
 // it, so a Get by any rank after Set returns sees it.
 func (c *Client) Set(ctx context.Context, key string, value []byte) error {
-	if err := checkSizes(key, value); err != nil {
+	if err := CheckSizes(key, value); err != nil {
 		return err
 	}
 	_, err := c.call(ctx, frameSet, key, value)
@@ -281,7 +281,7 @@ func (c *Client) Set(ctx context.Context, key string, value []byte) error {
 // Get returns the value of key, waiting on the server until some rank sets
 // it or ctx ends.
 func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
-	if err := checkSizes(key, nil); err != nil {
+	if err := CheckSizes(key, nil); err != nil {
 		return nil, err
 	}
 	f, err := c.call(ctx, frameGet, key, nil)
@@ -296,7 +296,7 @@ func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
 // key, the first wins and all get its value. Like Set, it wakes the Gets
 // waiting for key.
 func (c *Client) Create(ctx context.Context, key string, value []byte) ([]byte, error) {
-	if err := checkSizes(key, value); err != nil {
+	if err := CheckSizes(key, value); err != nil {
 		return nil, err
 	}
 	f, err := c.call(ctx, frameCreate, key, value)
@@ -310,7 +310,7 @@ func (c *Client) Create(ctx context.Context, key string, value []byte) ([]byte, 
 // when key has no value) and returns the sum. It fails when key holds
 // something other than a decimal integer.
 func (c *Client) Add(ctx context.Context, key string, delta int64) (int64, error) {
-	if err := checkSizes(key, nil); err != nil {
+	if err := CheckSizes(key, nil); err != nil {
 		return 0, err
 	}
 	f, err := c.call(ctx, frameAdd, key, strconv.AppendInt(nil, delta, 10))

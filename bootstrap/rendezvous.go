@@ -161,10 +161,17 @@ func (c *Client) missing(ctx context.Context, env Env, start time.Time) error {
 		return fmt.Errorf("%w: not every rank joined the store at %s within %v (%w%s), and the store did not say which are missing: %w; "+
 			"look at the other ranks' output", ErrMissingRanks, c.addr, waited, ctx.Err(), causeOf(ctx), err)
 	}
+	return missingError(ctx, r, c.addr, "MASTER_ADDR:MASTER_PORT set to "+c.addr, env.Size, waited)
+}
+
+// missingError is the error of a rendezvous at store where whose ctx ended
+// after waited with r's ranks missing; join says how a rank finds the
+// store.
+func missingError(ctx context.Context, r Roster, where, join string, size int, waited time.Duration) error {
 	return fmt.Errorf("%w: %s did not join the store at %s within %v (%w%s)%s; "+
-		"start the missing ranks with MASTER_ADDR:MASTER_PORT set to %s and world size %d, "+
+		"start the missing ranks with %s and world size %d, "+
 		"or look at their output for why they did not start or could not reach the store",
-		ErrMissingRanks, r.missingText(), c.addr, waited, ctx.Err(), causeOf(ctx), r.turnedAwayText(), c.addr, env.Size)
+		ErrMissingRanks, r.missingText(), where, waited, ctx.Err(), causeOf(ctx), r.turnedAwayText(), join, size)
 }
 
 // causeOf is ": " and the cause of ctx's end when it says more than

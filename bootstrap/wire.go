@@ -73,8 +73,10 @@ func appendFrame(dst []byte, f frame) []byte {
 	return append(dst, f.value...)
 }
 
-// checkSizes reports keys and values the store does not accept.
-func checkSizes(key string, value []byte) error {
+// CheckSizes reports a key longer than MaxKeyLen or a value longer than
+// MaxValueLen. Every Store calls it, those in other packages (etcdstore)
+// included, so that a job behaves the same on any store.
+func CheckSizes(key string, value []byte) error {
 	if len(key) > MaxKeyLen {
 		return fmt.Errorf("bootstrap: key of %d bytes is longer than the limit of %d", len(key), MaxKeyLen)
 	}
