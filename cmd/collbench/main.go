@@ -19,6 +19,7 @@ import (
 	"github.com/collkit/collkit"
 	"github.com/collkit/collkit/bench"
 	"github.com/collkit/collkit/bootstrap"
+	_ "github.com/collkit/collkit/bootstrap/etcdstore" // COLLKIT_STORE=etcd://...
 	"github.com/collkit/collkit/launch"
 	"github.com/collkit/collkit/reduce"
 )
