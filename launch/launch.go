@@ -35,6 +35,12 @@ type Config struct {
 	// Grace is how long the other ranks get to exit on their own after one
 	// rank failed, before they are killed. Zero means 10 s.
 	Grace time.Duration
+	// Store is the URL of a store outside the job through which the ranks
+	// meet (COLLKIT_STORE, such as etcd://10.0.0.5:2379/myjob); the
+	// launcher then hosts none, and the job's keys outlive it. Empty means
+	// the launcher hosts the TCP store, and the ranks use it even when
+	// COLLKIT_STORE is set in this process's environment.
+	Store string
 }
 
 // RankError reports ranks that exited unsuccessfully.
@@ -86,13 +92,19 @@ func Run(ctx context.Context, cfg Config) error {
 	// A fresh secret per job: only the processes started here can reach
 	// the store or join the ranks' mesh.
 	secret := newSecret()
-	srv, err := bootstrap.ListenConfig(bootstrap.ServerConfig{Addr: "127.0.0.1:0", Secret: []byte(secret)})
-	if err != nil {
-		return fmt.Errorf("launch: starting the bootstrap store: %w", err)
-	}
-	defer srv.Close()
-	host, port := splitHostPort(srv.Addr())
 	job := newJobID()
+	storeEnv := []string{"COLLKIT_STORE=" + cfg.Store}
+	if cfg.Store == "" {
+		srv, err := bootstrap.ListenConfig(bootstrap.ServerConfig{Addr: "127.0.0.1:0", Secret: []byte(secret)})
+		if err != nil {
+			return fmt.Errorf("launch: starting the bootstrap store: %w", err)
+		}
+		defer srv.Close()
+		host, port := splitHostPort(srv.Addr())
+		storeEnv = append(storeEnv, "MASTER_ADDR="+host, "MASTER_PORT="+port, "COLLKIT_STORE_EXTERNAL=1")
+	} else if _, err := bootstrap.ParseStoreURL(cfg.Store); err != nil {
+		return fmt.Errorf("launch: store %q: %w", cfg.Store, err)
+	}
 
 	type exit struct {
 		rank int
@@ -107,8 +119,8 @@ func Run(ctx context.Context, cfg Config) error {
 		cmd.Env = append(cmd.Env,
 			"RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(cfg.N),
 			"LOCAL_RANK="+strconv.Itoa(r), "LOCAL_WORLD_SIZE="+strconv.Itoa(cfg.N),
-			"MASTER_ADDR="+host, "MASTER_PORT="+port,
-			"COLLKIT_STORE_EXTERNAL=1", "COLLKIT_JOB_ID="+job, "COLLKIT_SECRET="+secret)
+			"COLLKIT_JOB_ID="+job, "COLLKIT_SECRET="+secret)
+		cmd.Env = append(cmd.Env, storeEnv...)
 		if err := cmd.Start(); err != nil {
 			killAll(procs)
 			return fmt.Errorf("launch: starting rank %d (%s): %w", r, cfg.Command, err)
