@@ -22,7 +22,10 @@ COLLKIT_ELASTIC_TRIALS=$trials COLLKIT_ELASTIC_SEED=$seed \
 took=$(($(date +%s) - start))
 grep -E 'trial [0-9]+ \{' "$log" || true # the failed ones, with their spec
 doubles=$(grep -cE 'second [0-9]+ after' "$log" || true)
-slowest=$(grep -oE 'after [^:]*: [0-9.]+(ms|s|µs)$' "$log" | awk '{print $NF}' | sort -h | tail -1)
-echo "seed $seed: $(grep -oE '[0-9]+ trials, [0-9]+ failed' "$log" || echo 'no summary (see the log)'); $doubles with a second kill during the shrink; slowest trial $slowest; $took s; leak check: $(grep -q 'found unexpected goroutines' "$log" && echo 'LEAKED goroutines' || echo 'no goroutine left')"
+# trial durations in ms: median, p99, max
+durations=$(grep -oE 'after [^:]*: [0-9.]+(ms|s|µs)$' "$log" | awk '{v=$NF
+  if (v ~ /µs$/) { sub(/µs/, "", v); v /= 1000 } else if (v ~ /ms$/) { sub(/ms/, "", v) } else { sub(/s/, "", v); v *= 1000 }
+  print v}' | sort -n | awk '{a[NR]=$1} END {if (NR) printf "trial time median %.0f ms, p99 %.0f ms, max %.0f ms", a[int((NR+1)/2)], a[int(NR*0.99)], a[NR]}')
+echo "seed $seed: $(grep -oE '[0-9]+ trials, [0-9]+ failed' "$log" || echo 'no summary (see the log)'); $doubles with a second kill during the shrink; $durations; $took s in all; leak check: $(grep -q 'found unexpected goroutines' "$log" && echo 'LEAKED goroutines' || echo 'no goroutine left')"
 echo "log: $log"
 exit $status
