@@ -534,23 +534,24 @@ func (c *Comm) handOver(nc *Comm) {
 
 // Join enters a running elastic job as a new process (a replacement for a
 // dead rank, or an extra worker), as torchelastic's rendezvous admits one:
-// it reaches the job's store at env's address (which must outlive the
-// ranks: collbench's launcher or etcd hosts it), asks to join the next
+// it reaches the job's store (bootstrap.OpenStore: COLLKIT_STORE, or the
+// TCP store at env's address; it must outlive the ranks: collbench's
+// launcher or etcd hosts it), asks to join the next
 // generation and waits until the members call Grow (or Shrink, which
 // admits no one: it then waits for the generation after). It returns the
 // communicator of the generation it joined, in which it is one of the last
 // ranks. env.Rank and env.Size are not used. ctx bounds the wait.
 func Join(ctx context.Context, env bootstrap.Env, opts Options) (*Comm, error) {
-	client, err := bootstrap.DialConfig(ctx, bootstrap.ClientConfig{Addr: env.StoreAddr(), Secret: secretOf(env)})
+	store, closer, err := bootstrap.OpenStore(ctx, env)
 	if err != nil {
 		return nil, fmt.Errorf("collkit: join: reaching the job's store: %w", err)
 	}
-	c, err := JoinStore(ctx, env, client, opts)
+	c, err := JoinStore(ctx, env, store, opts)
 	if err != nil {
-		client.Close()
+		closer.Close()
 		return nil, err
 	}
-	c.closers = append(c.closers, client)
+	c.closers = append(c.closers, closer)
 	return c, nil
 }
 

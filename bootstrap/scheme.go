@@ -89,3 +89,20 @@ func openStore(ctx context.Context, env Env) (StoreURL, Store, io.Closer, error)
 	}
 	return u, s, c, nil
 }
+
+// OpenStore reaches the job's store without taking part in the
+// rendezvous, for a process that enters a job already running (collkit's
+// Join): the store COLLKIT_STORE names (env.Store), else the TCP store at
+// env.MasterAddr:env.MasterPort, which must be hosted outside the ranks
+// (a launcher). Closing the Closer ends this process's use of it.
+func OpenStore(ctx context.Context, env Env) (Store, io.Closer, error) {
+	if env.Store != "" {
+		_, s, c, err := openStore(ctx, env)
+		return s, c, err
+	}
+	c, err := DialConfig(ctx, ClientConfig{Addr: env.StoreAddr(), Secret: secretBytes(env.Secret)})
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, c, nil
+}
