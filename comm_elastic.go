@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -522,15 +523,22 @@ func (el elastic) connect(ctx context.Context, self int) (*Comm, error) {
 func (c *Comm) handOver(nc *Comm) {
 	kept := c.closers[:0]
 	for _, cl := range c.closers {
-		if s, ok := cl.(storeCloser); ok {
+		switch s := cl.(type) {
+		case storeCloser:
 			nc.closers = append(nc.closers, storeCloser{s.cl, nc})
-		} else {
+		case joinedStore:
+			nc.closers = append(nc.closers, s)
+		default:
 			kept = append(kept, cl)
 		}
 	}
 	c.closers = kept
 	c.Close()
 }
+
+// joinedStore is the store a communicator made by Join keeps open; it
+// passes to the next generations.
+type joinedStore struct{ io.Closer }
 
 // Join enters a running elastic job as a new process (a replacement for a
 // dead rank, or an extra worker), as torchelastic's rendezvous admits one:
@@ -551,7 +559,7 @@ func Join(ctx context.Context, env bootstrap.Env, opts Options) (*Comm, error) {
 		closer.Close()
 		return nil, err
 	}
-	c.closers = append(c.closers, closer)
+	c.closers = append(c.closers, joinedStore{closer})
 	return c, nil
 }
 
