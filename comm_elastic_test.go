@@ -414,3 +414,63 @@ func TestElasticTrials(t *testing.T) {
 	}
 	t.Logf("%d trials, %d failed", trials, failed)
 }
+
+// The same over the TCP store server a launcher hosts: Create and Add go
+// over the wire, each rank through its own client.
+func TestShrinkThroughStoreServer(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	srv, err := bootstrap.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const n = 4
+	cs := make([]*Comm, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Go(func() {
+			client, err := bootstrap.Dial(ctx, srv.Addr())
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			if cs[r], errs[r] = ConnectStore(ctx, bootstrap.Env{Rank: r, Size: n, JobID: "elastic"}, client, Options{IntraNode: "group"}); errs[r] != nil {
+				client.Close()
+				return
+			}
+			cs[r].closers = append(cs[r].closers, joinedStore{client})
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	kill(cs[1])
+	next := make([]*Comm, n)
+	for r := range n {
+		if r == 1 {
+			continue
+		}
+		wg.Go(func() {
+			if err := checkStep(ctx, cs[r], r, 0, 10); err == nil {
+				errs[r] = errors.New("all-reduce with a dead rank succeeded")
+				return
+			}
+			next[r], errs[r] = cs[r].Shrink(ctx)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	runSteps(t, []*Comm{next[0], next[2], next[3]}, []int{0, 2, 3}, 3)
+	for _, c := range next {
+		if c != nil {
+			c.Close()
+		}
+	}
+	cs[1].Close()
+}
