@@ -369,16 +369,7 @@ func TestGrowAdmitsJoiner(t *testing.T) {
 
 // elasticTrials is how many seeded trials TestElasticTrials runs:
 // COLLKIT_ELASTIC_TRIALS, else 12 (scripts/elastic-trials.sh runs 500).
-func elasticTrials(t *testing.T) int {
-	if v := os.Getenv("COLLKIT_ELASTIC_TRIALS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			t.Fatalf("COLLKIT_ELASTIC_TRIALS=%q: %v", v, err)
-		}
-		return n
-	}
-	return 12
-}
+func elasticTrials(t *testing.T) int { return envCount(t, "COLLKIT_ELASTIC_TRIALS", 12) }
 
 // Seeded fault-injection trials over the in-memory transport: every
 // algorithm, a rank killed at a random step, and in some trials a second

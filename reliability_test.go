@@ -141,15 +141,20 @@ func TestMismatchEveryKindOverTCP(t *testing.T) {
 
 // killTrials is how many ranks TestKillRandomRank kills; COLLKIT_KILL_TRIALS
 // raises it.
-func killTrials(t *testing.T) int {
-	if s := os.Getenv("COLLKIT_KILL_TRIALS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			t.Fatalf("COLLKIT_KILL_TRIALS=%q: %v", s, err)
-		}
-		return n
+func killTrials(t *testing.T) int { return envCount(t, "COLLKIT_KILL_TRIALS", 4) }
+
+// envCount is the integer in the environment variable name, or def when it
+// is unset: how many trials a test runs, say.
+func envCount(t *testing.T, name string, def int) int {
+	s := os.Getenv(name)
+	if s == "" {
+		return def
 	}
-	return 4
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", name, s, err)
+	}
+	return n
 }
 
 // A rank whose connections vanish at a random moment of a stream of
