@@ -121,18 +121,25 @@ func TestRendezvousSizeMismatch(t *testing.T) {
 		{env: etcdEnv(t, store, 1, 3), timeout: 20 * time.Second},
 	}
 	rendezvousAll(t, ps)
-	for _, p := range ps {
-		if !errors.Is(p.err, bootstrap.ErrSizeMismatch) {
-			t.Errorf("rank %d (WORLD_SIZE=%d): err = %v, want ErrSizeMismatch", p.env.Rank, p.env.Size, p.err)
+	failedAtOnce(t, ps, bootstrap.ErrSizeMismatch, "WORLD_SIZE=2", "WORLD_SIZE=3", "same world size", store)
+}
+
+// failedAtOnce checks that every participant failed with want, saying
+// every one of texts, well before its own timeout.
+func failedAtOnce(t *testing.T, ps []*rank, want error, texts ...string) {
+	t.Helper()
+	for i, p := range ps {
+		if !errors.Is(p.err, want) {
+			t.Errorf("participant %d (rank %d of %d): err = %v, want %v", i, p.env.Rank, p.env.Size, p.err, want)
 			continue
 		}
-		for _, want := range []string{"WORLD_SIZE=2", "WORLD_SIZE=3", "same world size", store} {
-			if !strings.Contains(p.err.Error(), want) {
-				t.Errorf("rank %d: error %q does not say %q", p.env.Rank, p.err, want)
+		for _, text := range texts {
+			if !strings.Contains(p.err.Error(), text) {
+				t.Errorf("participant %d: error %q does not say %q", i, p.err, text)
 			}
 		}
 		if p.took > 10*time.Second {
-			t.Errorf("rank %d failed after %v, want at once", p.env.Rank, p.took)
+			t.Errorf("participant %d failed after %v, want at once", i, p.took)
 		}
 	}
 }
@@ -147,20 +154,7 @@ func TestRendezvousDuplicateRank(t *testing.T) {
 		{env: etcdEnv(t, store, 1, 3), timeout: 20 * time.Second},
 	}
 	rendezvousAll(t, ps)
-	for i, p := range ps {
-		if !errors.Is(p.err, bootstrap.ErrDuplicateRank) {
-			t.Errorf("participant %d (rank %d): err = %v, want ErrDuplicateRank", i, p.env.Rank, p.err)
-			continue
-		}
-		for _, want := range []string{"rank 1 was claimed twice", "pid", "COLLKIT_STORE", "COLLKIT_JOB_ID"} {
-			if !strings.Contains(p.err.Error(), want) {
-				t.Errorf("participant %d: error %q does not say %q", i, p.err, want)
-			}
-		}
-		if p.took > 10*time.Second {
-			t.Errorf("participant %d failed after %v, want at once", i, p.took)
-		}
-	}
+	failedAtOnce(t, ps, bootstrap.ErrDuplicateRank, "rank 1 was claimed twice", "pid", "COLLKIT_STORE", "COLLKIT_JOB_ID")
 }
 
 // Ranks whose peers never come fail naming them; the first to give up
