@@ -118,7 +118,11 @@ func TestRevokeFailsEveryRank(t *testing.T) {
 // results, all with the same members.
 func TestShrinkAfterDeath(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	for _, tr := range []string{"mem-store", "tcp"} {
+	for _, tr := range []string{"mem-store", "tcp", "shm"} {
+		if err := TransportAvailable(tr); err != nil {
+			t.Logf("%s skipped: %v", tr, err)
+			continue
+		}
 		for _, algo := range []string{"ring", "tree", "halvingdoubling", "adaptive", "hierarchical"} {
 			t.Run(tr+"/"+algo, func(t *testing.T) {
 				if err := elasticTrial(t, trialSpec{n: 5, transport: tr, algo: algo, victim: 2, at: 3, second: -1}); err != nil {

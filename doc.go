@@ -17,7 +17,7 @@
 // Work to wait on, and calls from two goroutines at once fail with
 // ErrConcurrentUse. An error is fatal to the communicator, as in NCCL: it closes its
 // transport, so peers blocked on it fail fast instead of hanging, and every
-// later call returns the first error.
+// later call returns the first error; the job goes on with Shrink (below).
 //
 // Besides all-reduce a Comm runs Broadcast, Reduce, AllGather, ReduceScatter,
 // Gather, Scatter, AllToAll, Barrier and point-to-point Send/Recv, each with
@@ -28,6 +28,25 @@
 // the connections and run independently of each other and of their parent;
 // Mesh builds the data x tensor x pipeline parallel groups of a training job.
 // The typed wrappers take float16 and bfloat16 data as []F16 and []BF16.
+//
+// A communicator made through a store (Connect, FromEnv, ConnectStore) is
+// elastic. Revoke ends it on every rank at once, as MPI_Comm_revoke does.
+// After a failure or a revoke the surviving ranks call Shrink and get a
+// communicator of the next generation over exactly the live ranks,
+// renumbered in their old order; a new process calls Join, and the members
+// admit it with Grow when JoinersWaiting (a collective, so all agree) says
+// one waits. The members of each generation are decided by one agreement
+// round through the store: every process that takes part publishes that it
+// is alive and whom it saw die, waits for the others (up to
+// Options.ElasticWait for one nobody saw die), and proposes those it heard
+// from with the store's Create, where the first proposal wins. So all
+// survivors agree on the members even when another rank dies meanwhile, and
+// a rank that was only slow is told ErrExcluded rather than starting a world
+// of its own; the new transport connects all or nothing (one verdict,
+// again through Create), and a member that died after the decision makes
+// the members run the next round without it. See comm_elastic.go for the
+// guarantees in full. The store must outlive the ranks: collbench's launcher
+// hosts it, or an etcd cluster does.
 //
 // All-reduce algorithms and transports are chosen by name
 // (Options.Algorithm, Options.Transport). Other packages add their own with

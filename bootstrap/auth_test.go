@@ -28,18 +28,6 @@ func startSecretServer(t *testing.T, secret []byte) (*Server, *syncBuffer) {
 	return s, logs
 }
 
-func TestSecretClientServer(t *testing.T) {
-	s, _ := startSecretServer(t, testSecret)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := DialConfig(ctx, ClientConfig{Addr: s.Addr(), Secret: testSecret})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	testStore(t, c)
-}
-
 func TestSecretMismatchRefused(t *testing.T) {
 	other := []byte("some-other-secret-xyz")
 	cases := []struct {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -30,7 +31,11 @@ type Client struct {
 	done    chan struct{} // closed when the reader stops
 }
 
-var _ Store = (*Client)(nil)
+var (
+	_ Store   = (*Client)(nil)
+	_ Creator = (*Client)(nil)
+	_ Adder   = (*Client)(nil)
+)
 
 // Dial connects to the store server at addr ("host:port") without a job
 // secret. It retries with backoff until it gets through or ctx ends, so
@@ -266,7 +271,7 @@ func (c *Client) write(ctx context.Context, f frame) error {
 // Set stores value under key on the server. It returns once the server has
 // it, so a Get by any rank after Set returns sees it.
 func (c *Client) Set(ctx context.Context, key string, value []byte) error {
-	if err := checkSizes(key, value); err != nil {
+	if err := CheckSizes(key, value); err != nil {
 		return err
 	}
 	_, err := c.call(ctx, frameSet, key, value)
@@ -276,7 +281,7 @@ func (c *Client) Set(ctx context.Context, key string, value []byte) error {
 // Get returns the value of key, waiting on the server until some rank sets
 // it or ctx ends.
 func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
-	if err := checkSizes(key, nil); err != nil {
+	if err := CheckSizes(key, nil); err != nil {
 		return nil, err
 	}
 	f, err := c.call(ctx, frameGet, key, nil)
@@ -284,4 +289,37 @@ func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
 		return nil, err
 	}
 	return f.value, nil
+}
+
+// Create sets key to value on the server unless key has a value, and
+// returns the key's value after the call: of several ranks that create one
+// key, the first wins and all get its value. Like Set, it wakes the Gets
+// waiting for key.
+func (c *Client) Create(ctx context.Context, key string, value []byte) ([]byte, error) {
+	if err := CheckSizes(key, value); err != nil {
+		return nil, err
+	}
+	f, err := c.call(ctx, frameCreate, key, value)
+	if err != nil {
+		return nil, err
+	}
+	return f.value, nil
+}
+
+// Add adds delta to the decimal integer stored under key on the server (0
+// when key has no value) and returns the sum. It fails when key holds
+// something other than a decimal integer.
+func (c *Client) Add(ctx context.Context, key string, delta int64) (int64, error) {
+	if err := CheckSizes(key, nil); err != nil {
+		return 0, err
+	}
+	f, err := c.call(ctx, frameAdd, key, strconv.AppendInt(nil, delta, 10))
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(string(f.value), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("bootstrap: the store at %s answered Add of key %q with %q, not a decimal integer: %w", c.addr, key, f.value, err)
+	}
+	return n, nil
 }

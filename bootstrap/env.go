@@ -42,6 +42,11 @@ type Env struct {
 	// StoreExternal means a store server already runs at MasterAddr:MasterPort
 	// (a launcher hosts it), so rank 0 must not start one.
 	StoreExternal bool
+	// Store is COLLKIT_STORE: the URL of a store outside the job, such as
+	// etcd://10.0.0.5:2379/myjob, through which the ranks meet instead of
+	// the TCP store at MasterAddr:MasterPort (see RegisterStoreScheme).
+	// Empty means that TCP store.
+	Store string
 }
 
 // StoreAddr is MasterAddr:MasterPort as a "host:port" string.
@@ -148,6 +153,11 @@ func sizeVar(source string) string {
 // The store and every tcp connection check it, so that two jobs that meet
 // on one MASTER_PORT are kept apart.
 // COLLKIT_STORE_EXTERNAL=1 says a launcher already hosts the store.
+// COLLKIT_STORE=etcd://host:port[,host:port...]/prefix makes the ranks meet
+// in etcd under prefix instead (one job per prefix; without one,
+// collkit/<job id>/), so that the job's store lives outside every rank; the
+// program must import bootstrap/etcdstore (collbench does), and
+// MASTER_ADDR and MASTER_PORT then do not matter to the store.
 // COLLKIT_SECRET is the job secret (see Env.Secret).
 //
 // With no rank variables at all FromEnv returns an error wrapping ErrNoEnv;
@@ -236,6 +246,12 @@ func FromEnv(getenv func(string) string) (Env, error) {
 			return Env{}, &EnvError{Var: "COLLKIT_STORE_EXTERNAL", Value: v,
 				Problem: "want 1 when a launcher hosts the store at MASTER_ADDR:MASTER_PORT, or 0"}
 		}
+	}
+	if v := getenv("COLLKIT_STORE"); v != "" {
+		if _, err := ParseStoreURL(v); err != nil {
+			return Env{}, &EnvError{Var: "COLLKIT_STORE", Value: v, Problem: err.Error()}
+		}
+		env.Store = v
 	}
 	return env, nil
 }

@@ -45,7 +45,7 @@ func (s *MemStore) entry(key string) *memEntry {
 // Set stores a copy of value under key. Setting a key again replaces its
 // value for later Gets.
 func (s *MemStore) Set(ctx context.Context, key string, value []byte) error {
-	if err := checkSizes(key, value); err != nil {
+	if err := CheckSizes(key, value); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -102,7 +102,7 @@ func (s *MemStore) Add(ctx context.Context, key string, delta int64) (int64, err
 // update replaces key's value by what fn makes of it, atomically, and
 // returns the new value.
 func (s *MemStore) update(ctx context.Context, key string, value []byte, fn func(old []byte, set bool) ([]byte, error)) ([]byte, error) {
-	if err := checkSizes(key, value); err != nil {
+	if err := CheckSizes(key, value); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {

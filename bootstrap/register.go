@@ -270,6 +270,38 @@ const (
 	rosterKey      = reservedPrefix + "complete"
 )
 
+// meeting says where a job's ranks meet, for the errors of a rendezvous:
+// the TCP store at MASTER_ADDR:MASTER_PORT or an external store
+// (COLLKIT_STORE).
+type meeting struct {
+	shared string // what two jobs share when they meet: "one MASTER_ADDR:MASTER_PORT"
+	own    string // what each job needs its own of: "its own MASTER_PORT"
+}
+
+var serverMeeting = meeting{shared: "one MASTER_ADDR:MASTER_PORT", own: "its own MASTER_PORT"}
+
+// jobText is the error of a process of another job than job (quoted,
+// followed by anything that names who holds it).
+func (m meeting) jobText(job string, id Identity) string {
+	return fmt.Sprintf("this store serves job %s and %s belongs to %s: two jobs share %s, "+
+		"or this job's ranks were given different job ids; give each job %s, "+
+		"or every rank of one job the same COLLKIT_JOB_ID", job, id, id.jobClaim(), m.shared, m.own)
+}
+
+// sizeText is the error of a rank whose world size is not first's.
+func sizeText(id, first Identity) string {
+	return fmt.Sprintf("%s says %s but %s says %s: every rank must be started with the same world size",
+		id, id.sizeClaim(), first, first.sizeClaim())
+}
+
+// duplicateText is the error of second claiming first's rank, after.
+func (m meeting) duplicateText(first, second Identity, after time.Duration) string {
+	return fmt.Sprintf("rank %d was claimed twice, by host %s (pid %d) and, %v later, by host %s (pid %d): "+
+		"two jobs share %s, or two processes were given the same rank; "+
+		"give each job %s, or tell jobs apart with a job id (COLLKIT_JOB_ID, or the launcher's) and COLLKIT_SECRET",
+		second.Rank, first.Host, first.PID, after.Round(time.Millisecond), second.Host, second.PID, m.shared, m.own)
+}
+
 // member is a registered rank.
 type member struct {
 	id   Identity
@@ -316,10 +348,7 @@ func (s *Server) registerLocked(c *serverConn, id Identity) (reply frame, wake [
 		if m, ok := s.members[0]; ok {
 			owner = fmt.Sprintf(" (its %s)", m.id)
 		}
-		c.refused = &frame{typ: frameError, key: codeJob, value: fmt.Appendf(nil,
-			"this store serves job %q%s and %s belongs to %s: two jobs share one MASTER_ADDR:MASTER_PORT, "+
-				"or this job's ranks were given different job ids; give each job its own MASTER_PORT, "+
-				"or every rank of one job the same COLLKIT_JOB_ID", s.jobID, owner, id, id.jobClaim())}
+		c.refused = &frame{typ: frameError, key: codeJob, value: []byte(serverMeeting.jobText(strconv.Quote(s.jobID)+owner, id))}
 		s.turnedAway = append(s.turnedAway, id)
 		if len(s.turnedAway) > maxTurnedAway {
 			s.turnedAway = s.turnedAway[1:]
@@ -332,17 +361,13 @@ func (s *Server) registerLocked(c *serverConn, id Identity) (reply frame, wake [
 		s.size, s.sizeBy = id.Size, id
 	}
 	if id.Size != s.size {
-		return s.failLocked(codeSize, fmt.Sprintf("%s says %s but %s says %s: every rank must be started with the same world size",
-			id, id.sizeClaim(), s.sizeBy, s.sizeBy.sizeClaim()))
+		return s.failLocked(codeSize, sizeText(id, s.sizeBy))
 	}
 	if m, ok := s.members[id.Rank]; ok {
 		if m.id.Nonce == id.Nonce {
 			return frame{typ: frameOK}, nil, frame{} // the same process again
 		}
-		msg := fmt.Sprintf("rank %d was claimed twice, by host %s (pid %d) and, %v later, by host %s (pid %d): "+
-			"two jobs share one MASTER_ADDR:MASTER_PORT, or two processes were given the same rank; "+
-			"give each job its own MASTER_PORT, or tell jobs apart with a job id (COLLKIT_JOB_ID, or the launcher's) and COLLKIT_SECRET",
-			id.Rank, m.id.Host, m.id.PID, time.Since(m.at).Round(time.Millisecond), id.Host, id.PID)
+		msg := serverMeeting.duplicateText(m.id, id, time.Since(m.at))
 		if m.left {
 			// The rank's process finished its part and left: the job's
 			// results no longer depend on who claims it now.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"strconv"
@@ -48,6 +49,12 @@ type RendezvousConfig struct {
 // rank 0, before it stops its store, hands that error to the ranks still
 // waiting.
 //
+// With env.Store set (COLLKIT_STORE=etcd://...), the ranks meet in that
+// store instead and no rank hosts anything: they check each other through
+// the store's Create and Add, with the same errors (see claim.go), and any
+// rank that gives up stops the rendezvous for the others. The program must
+// import the store's package (bootstrap/etcdstore) for its scheme.
+//
 // Closing the returned Closer drops the client. On rank 0 it then waits,
 // up to ShutdownGrace, until every other rank has closed its client too
 // before it stops the server, so a rank still reading its last keys is not
@@ -63,6 +70,9 @@ func RendezvousWith(ctx context.Context, env Env, cfg RendezvousConfig) (Store, 
 		log = slog.New(slog.DiscardHandler)
 	}
 	every := cmp.Or(cfg.Progress, DefaultProgress)
+	if env.Store != "" {
+		return rendezvousStore(ctx, env, log, every, start)
+	}
 	addr := env.StoreAddr()
 	var srv *Server
 	if env.Rank == 0 && !env.StoreExternal {
@@ -161,10 +171,17 @@ func (c *Client) missing(ctx context.Context, env Env, start time.Time) error {
 		return fmt.Errorf("%w: not every rank joined the store at %s within %v (%w%s), and the store did not say which are missing: %w; "+
 			"look at the other ranks' output", ErrMissingRanks, c.addr, waited, ctx.Err(), causeOf(ctx), err)
 	}
+	return missingError(ctx, r, c.addr, "MASTER_ADDR:MASTER_PORT set to "+c.addr, env.Size, waited)
+}
+
+// missingError is the error of a rendezvous at store where whose ctx ended
+// after waited with r's ranks missing; join says how a rank finds the
+// store.
+func missingError(ctx context.Context, r Roster, where, join string, size int, waited time.Duration) error {
 	return fmt.Errorf("%w: %s did not join the store at %s within %v (%w%s)%s; "+
-		"start the missing ranks with MASTER_ADDR:MASTER_PORT set to %s and world size %d, "+
+		"start the missing ranks with %s and world size %d, "+
 		"or look at their output for why they did not start or could not reach the store",
-		ErrMissingRanks, r.missingText(), c.addr, waited, ctx.Err(), causeOf(ctx), r.turnedAwayText(), c.addr, env.Size)
+		ErrMissingRanks, r.missingText(), where, waited, ctx.Err(), causeOf(ctx), r.turnedAwayText(), join, size)
 }
 
 // causeOf is ": " and the cause of ctx's end when it says more than
@@ -199,10 +216,15 @@ func tick(d time.Duration, fn func()) (stop func()) {
 }
 
 // Closer ends this rank's use of the job's store: it drops the client
-// and, on rank 0, stops the store server.
+// and, on rank 0, stops the store server. With an external store
+// (COLLKIT_STORE) it drops this rank's connection only: the store and the
+// job's keys stay.
 type Closer struct {
 	c   *Client
 	srv *Server
+	// An external store's rendezvous and connection; nil with the TCP store.
+	ext      *storeRendezvous
+	extClose io.Closer
 }
 
 // ShutdownGrace bounds how long rank 0's Closer.Close waits for the other
@@ -229,6 +251,9 @@ func (cl *Closer) Close() error {
 // joined: the ranks past their setup went on without hearing of it, and
 // one of them may have been a process of another job.
 func (cl *Closer) Shutdown(ctx context.Context) error {
+	if cl.ext != nil {
+		return cl.closeExt(nil)
+	}
 	err := cl.c.Close()
 	if cl.srv != nil {
 		err = errors.Join(err, cl.srv.Shutdown(ctx), cl.srv.lateConflict())
@@ -244,6 +269,9 @@ func (cl *Closer) Shutdown(ctx context.Context) error {
 func (cl *Closer) Abort(reason error) error {
 	if reason == nil {
 		reason = errors.New("no reason given")
+	}
+	if cl.ext != nil {
+		return cl.closeExt(reason)
 	}
 	if cl.srv != nil {
 		code := codeFailed

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -195,17 +196,26 @@ func (s *Server) accept() {
 	}
 }
 
-// set stores value and answers the Gets that waited for key, or returns
-// the error frame that refuses the request.
-func (s *Server) set(c *serverConn, key string, value []byte) *frame {
+// update replaces key's value by what fn makes of it (old, and whether key
+// had a value), atomically under s.mu, answers the Gets that waited for key,
+// and returns the new value; or it returns the error frame that refuses the
+// request. Set, Create and Add are all updates, so each wakes waiting Gets
+// the same way.
+func (s *Server) update(c *serverConn, key string, fn func(old []byte, set bool) ([]byte, error)) ([]byte, *frame) {
 	s.mu.Lock()
 	if f := s.refusal(c); f != nil {
 		s.mu.Unlock()
-		return f
+		return nil, f
 	}
 	if strings.HasPrefix(key, reservedPrefix) {
 		s.mu.Unlock()
-		return &frame{typ: frameError, value: fmt.Appendf(nil, "keys under %q are the store's own", reservedPrefix)}
+		return nil, &frame{typ: frameError, value: fmt.Appendf(nil, "keys under %q are the store's own", reservedPrefix)}
+	}
+	old, ok := s.values[key]
+	value, err := fn(old, ok)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, &frame{typ: frameError, value: []byte(err.Error())}
 	}
 	s.values[key] = value
 	ws := s.waiters[key]
@@ -217,7 +227,7 @@ func (s *Server) set(c *serverConn, key string, value []byte) *frame {
 	for _, w := range ws {
 		w.c.send(frame{typ: frameValue, id: w.id, value: value})
 	}
-	return nil
+	return value, nil
 }
 
 // get answers at once when key is set and registers a waiter otherwise.
@@ -410,13 +420,32 @@ func (c *serverConn) read() {
 		}
 		switch f.typ {
 		case frameSet:
-			if e := c.s.set(c, f.key, append([]byte{}, f.value...)); e != nil {
-				reply := *e
-				reply.id = f.id
-				c.send(reply)
+			value := append([]byte{}, f.value...)
+			if _, e := c.s.update(c, f.key, func([]byte, bool) ([]byte, error) { return value, nil }); e != nil {
+				c.reply(f.id, nil, e)
 			} else {
 				c.send(frame{typ: frameOK, id: f.id})
 			}
+		case frameCreate:
+			proposed := append([]byte{}, f.value...)
+			v, e := c.s.update(c, f.key, func(old []byte, set bool) ([]byte, error) {
+				if set {
+					return old, nil
+				}
+				return proposed, nil
+			})
+			c.reply(f.id, v, e)
+		case frameAdd:
+			delta, err := strconv.ParseInt(string(f.value), 10, 64)
+			if err != nil {
+				c.s.log.Warn("bootstrap: dropped a store client that sent an Add without a decimal delta",
+					"remote", remote, "delta", string(f.value))
+				return
+			}
+			v, e := c.s.update(c, f.key, func(old []byte, set bool) ([]byte, error) {
+				return addDecimal(f.key, old, set, delta)
+			})
+			c.reply(f.id, v, e)
 		case frameRegister:
 			c.s.register(c, f.id, f.value)
 		case frameRoster:
@@ -436,6 +465,17 @@ func (c *serverConn) read() {
 			return
 		}
 	}
+}
+
+// reply answers request id with value, or with the error frame e.
+func (c *serverConn) reply(id uint64, value []byte, e *frame) {
+	if e != nil {
+		r := *e
+		r.id = id
+		c.send(r)
+		return
+	}
+	c.send(frame{typ: frameValue, id: id, value: value})
 }
 
 // forget removes c's waiters and c itself from the server.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -59,11 +60,6 @@ func dial(t *testing.T, addr string) *Client {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
-}
-
-func TestClientServer(t *testing.T) {
-	s, _ := startServer(t, 5*time.Second)
-	testStore(t, dial(t, s.Addr()))
 }
 
 func TestClientsShareServer(t *testing.T) {
@@ -299,5 +295,104 @@ func TestServerGoneAndClientClosed(t *testing.T) {
 	c3.Close()
 	if err := c3.Set(ctx, "k", nil); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Set after Close = %v, want ErrClosed", err)
+	}
+}
+
+// waitForWaiter returns once the server holds n Gets waiting for key.
+func waitForWaiter(s *Server, key string, n int) {
+	for {
+		s.mu.Lock()
+		waiting := len(s.waiters[key]) == n
+		s.mu.Unlock()
+		if waiting {
+			return
+		}
+		time.Sleep(time.Millisecond) // polling server state, not waiting for an event we could select on
+	}
+}
+
+// Create and Add set a key as Set does: the Gets waiting on the server for
+// it, on this connection and on others, get its value.
+func TestCreateAddWakeWaitingGets(t *testing.T) {
+	s, _ := startServer(t, 5*time.Second)
+	c, other := dial(t, s.Addr()), dial(t, s.Addr())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		key, want string
+		op        func() error
+	}{
+		{"created", "first", func() error { _, err := c.Create(ctx, "created", []byte("first")); return err }},
+		{"counted", "-4", func() error { _, err := c.Add(ctx, "counted", -4); return err }},
+	} {
+		got := make(chan string, 2)
+		for _, g := range []*Client{c, other} {
+			go func() {
+				v, err := g.Get(ctx, tc.key)
+				if err != nil {
+					v = []byte(err.Error())
+				}
+				got <- string(v)
+			}()
+		}
+		waitForWaiter(s, tc.key, 2)
+		if err := tc.op(); err != nil {
+			t.Fatalf("%s: %v", tc.key, err)
+		}
+		for range 2 {
+			if v := <-got; v != tc.want {
+				t.Errorf("Get waiting for %q = %q, want %q", tc.key, v, tc.want)
+			}
+		}
+	}
+	s.mu.Lock()
+	n := len(s.waiters)
+	s.mu.Unlock()
+	if n != 0 {
+		t.Errorf("server still holds waiters for %d keys", n)
+	}
+}
+
+// Keys under reservedPrefix are the store's own: Create and Add cannot
+// write them either.
+func TestCreateAddReservedKeys(t *testing.T) {
+	s, _ := startServer(t, 5*time.Second)
+	c := dial(t, s.Addr())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Create(ctx, rosterKey, []byte("1")); err == nil || !strings.Contains(err.Error(), reservedPrefix) {
+		t.Errorf("Create of %q = %v, want refused naming %q", rosterKey, err, reservedPrefix)
+	}
+	if _, err := c.Add(ctx, rosterKey, 1); err == nil || !strings.Contains(err.Error(), reservedPrefix) {
+		t.Errorf("Add to %q = %v, want refused naming %q", rosterKey, err, reservedPrefix)
+	}
+	s.mu.Lock()
+	_, set := s.values[rosterKey]
+	s.mu.Unlock()
+	if set {
+		t.Error("a refused Create or Add set the roster key")
+	}
+}
+
+// A client of the protocol before Create and Add is told, not dropped
+// silently: every rank must run one build.
+func TestOldProtocolClientTold(t *testing.T) {
+	s, _ := startServer(t, 5*time.Second)
+	nc, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := nc.Write(appendFrame(nil, frame{typ: frameHello, key: storeMagic, value: []byte{2}})); err != nil {
+		t.Fatal(err)
+	}
+	f, _, err := readFrame(nc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("store protocol version 2, this server speaks %d: every rank must run the same collkit build", protoVersion)
+	if f.typ != frameError || string(f.value) != want {
+		t.Fatalf("reply to a version 2 hello: type %#x %q, want an error %q", f.typ, f.value, want)
 	}
 }

@@ -28,6 +28,8 @@ const (
 	frameProof     byte = 5 // value: client nonce, client MAC
 	frameRegister  byte = 6 // value: the client's Identity as JSON (register.go)
 	frameRoster    byte = 7 // answered with a frameValue: the Roster as JSON
+	frameCreate    byte = 8 // key, value; answered with a frameValue: the key's value after it
+	frameAdd       byte = 9 // key, value: the delta in decimal; answered with a frameValue: the sum in decimal
 	frameOK        byte = 0x81
 	frameValue     byte = 0x82 // value of the Get with this id
 	frameError     byte = 0x83 // value is a message for the user; key, if any, a code (register.go)
@@ -36,8 +38,9 @@ const (
 )
 
 const (
-	storeMagic   = "collkit/store"
-	protoVersion = 2 // 2: registration (frameRegister, frameRoster)
+	storeMagic = "collkit/store"
+	// 2: registration (frameRegister, frameRoster); 3: frameCreate, frameAdd.
+	protoVersion = 3
 
 	// MaxKeyLen and MaxValueLen bound what the store accepts, so that a
 	// broken or hostile client cannot make the server allocate without limit.
@@ -70,8 +73,10 @@ func appendFrame(dst []byte, f frame) []byte {
 	return append(dst, f.value...)
 }
 
-// checkSizes reports keys and values the store does not accept.
-func checkSizes(key string, value []byte) error {
+// CheckSizes reports a key longer than MaxKeyLen or a value longer than
+// MaxValueLen. Every Store calls it, those in other packages (etcdstore)
+// included, so that a job behaves the same on any store.
+func CheckSizes(key string, value []byte) error {
 	if len(key) > MaxKeyLen {
 		return fmt.Errorf("bootstrap: key of %d bytes is longer than the limit of %d", len(key), MaxKeyLen)
 	}
@@ -98,7 +103,7 @@ func decodeFrame(b []byte) (frame, error) {
 	}
 	f.key, f.value = string(rest[:kl]), rest[kl:]
 	switch f.typ {
-	case frameHello, frameSet, frameValue, frameError, frameProof, frameChallenge, frameWelcome, frameRegister:
+	case frameHello, frameSet, frameValue, frameError, frameProof, frameChallenge, frameWelcome, frameRegister, frameCreate, frameAdd:
 	case frameGet, frameCancel, frameOK, frameRoster:
 		if len(f.value) != 0 {
 			return frame{}, fmt.Errorf("%w: type %#x carries a %d-byte value", errBadFrame, f.typ, len(f.value))

@@ -16,12 +16,15 @@ func validFrames() []frame {
 		{typ: frameCancel, id: 9},
 		{typ: frameOK, id: 7},
 		{typ: frameValue, id: 3, value: []byte("v")},
-		{typ: frameError, value: []byte("store protocol version 2")},
+		{typ: frameError, value: []byte("store protocol version 3")},
 		{typ: frameChallenge, value: make([]byte, nonceLen)},
 		{typ: frameProof, id: 1, value: make([]byte, nonceLen+macLen)},
 		{typ: frameWelcome, id: 1, value: make([]byte, macLen)},
 		{typ: frameRegister, id: 2, value: []byte(`{"rank":1,"size":2,"job":"j","host":"h","pid":7,"nonce":"ab"}`)},
 		{typ: frameRoster, id: 3},
+		{typ: frameCreate, id: 4, key: "shrink/1", value: []byte("0,2,3")},
+		{typ: frameCreate, id: 5, key: "empty"},
+		{typ: frameAdd, id: 6, key: "epoch", value: []byte("-1")},
 		{typ: frameError, id: 2, key: codeDuplicate, value: []byte("rank 1 was claimed twice")},
 	}
 }

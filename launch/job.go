@@ -78,14 +78,19 @@ func Start(cfg Config) (*Job, error) {
 	// A fresh secret per job: only the processes started here can reach
 	// the store or join the ranks' mesh.
 	secret := newSecret()
-	srv, err := bootstrap.ListenConfig(bootstrap.ServerConfig{Addr: "127.0.0.1:0", Secret: []byte(secret)})
-	if err != nil {
-		return nil, fmt.Errorf("launch: starting the bootstrap store: %w", err)
+	j := &Job{cfg: cfg, changed: make(chan struct{}, 1), store: []string{
+		"COLLKIT_STORE=" + cfg.Store, "COLLKIT_JOB_ID=" + newJobID(), "COLLKIT_SECRET=" + secret}}
+	if cfg.Store == "" {
+		srv, err := bootstrap.ListenConfig(bootstrap.ServerConfig{Addr: "127.0.0.1:0", Secret: []byte(secret)})
+		if err != nil {
+			return nil, fmt.Errorf("launch: starting the bootstrap store: %w", err)
+		}
+		host, port := splitHostPort(srv.Addr())
+		j.srv = srv
+		j.store = append(j.store, "MASTER_ADDR="+host, "MASTER_PORT="+port, "COLLKIT_STORE_EXTERNAL=1")
+	} else if _, err := bootstrap.ParseStoreURL(cfg.Store); err != nil {
+		return nil, fmt.Errorf("launch: store %q: %w", cfg.Store, err)
 	}
-	host, port := splitHostPort(srv.Addr())
-	j := &Job{cfg: cfg, srv: srv, changed: make(chan struct{}, 1), store: []string{
-		"MASTER_ADDR=" + host, "MASTER_PORT=" + port,
-		"COLLKIT_STORE_EXTERNAL=1", "COLLKIT_JOB_ID=" + newJobID(), "COLLKIT_SECRET=" + secret}}
 	for r := range cfg.N {
 		if _, err := j.start(r, []string{
 			"RANK=" + strconv.Itoa(r), "WORLD_SIZE=" + strconv.Itoa(cfg.N),
@@ -171,8 +176,14 @@ func (j *Job) Signal(p *Proc, sig os.Signal) error {
 	return nil
 }
 
-// StoreAddr is the address of the store the launcher hosts.
-func (j *Job) StoreAddr() string { return j.srv.Addr() }
+// StoreAddr is the address of the store the launcher hosts, or
+// Config.Store's URL when the job meets in an external store.
+func (j *Job) StoreAddr() string {
+	if j.srv == nil {
+		return j.cfg.Store
+	}
+	return j.srv.Addr()
+}
 
 // Close kills the processes still running with SIGKILL, waits for them to
 // exit, and stops the store. Safe to call more than once.
@@ -187,7 +198,9 @@ func (j *Job) Close() {
 	for _, p := range procs {
 		<-p.done
 	}
-	j.srv.Close()
+	if j.srv != nil {
+		j.srv.Close()
+	}
 }
 
 // JoinEnv reads what a process that Job.Spawn started needs to join the

@@ -35,6 +35,12 @@ type Config struct {
 	// output and error, as a launcher that reads what each one says needs;
 	// a nil writer means Stdout or Stderr.
 	Output func(p int) (stdout, stderr io.Writer)
+	// Store is the URL of a store outside the job through which the ranks
+	// meet (COLLKIT_STORE, such as etcd://10.0.0.5:2379/myjob); the
+	// launcher then hosts none, and the job's keys outlive it. Empty means
+	// the launcher hosts the TCP store, and the ranks use it even when
+	// COLLKIT_STORE is set in this process's environment.
+	Store string
 }
 
 // RankError reports ranks that exited unsuccessfully.

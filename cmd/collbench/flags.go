@@ -14,6 +14,7 @@ import (
 	"github.com/collkit/collkit"
 	"github.com/collkit/collkit/algo/adaptive"
 	"github.com/collkit/collkit/bench"
+	"github.com/collkit/collkit/bootstrap"
 	"github.com/collkit/collkit/reduce"
 )
 
@@ -63,6 +64,7 @@ func defineFlags(fs *pflag.FlagSet, o *options, c *compatFlags, raw *rawFlags) {
 	fs.StringVar(&o.tuningIn, "tuning", "", "tuning file from 'collbench tune' for --algo adaptive (default $COLLKIT_TUNING)")
 	fs.StringVar(&raw.transports, "transport", "tcp", "transport, a comma-separated list, or all: "+strings.Join(collkit.Transports(), ", "))
 	fs.IntVar(&o.np, "np", 4, "ranks to launch on this machine when no launcher set RANK/WORLD_SIZE")
+	fs.StringVar(&o.store, "store", "", "with --np: the ranks meet in this store instead of one collbench hosts, etcd://host:port[,host:port...][/prefix] (under another launcher set COLLKIT_STORE)")
 	fs.StringVar(&raw.size, "size", "", "one message size in bytes (K/M/G suffixes); sets -b and -e")
 	fs.StringVarP(&raw.minB, "minbytes", "b", "8", "smallest message size in bytes (K/M/G suffixes)")
 	fs.StringVarP(&raw.maxB, "maxbytes", "e", "64M", "largest message size in bytes (K/M/G suffixes)")
@@ -188,6 +190,8 @@ func interpret(fs *pflag.FlagSet, o options, c compatFlags, raw rawFlags) (optio
 		return o, fmt.Errorf("--maxbytes %d is smaller than --minbytes %d", o.bench.MaxBytes, o.bench.MinBytes)
 	case o.np < 1:
 		return o, fmt.Errorf("--np %d: the number of ranks must be at least 1", o.np)
+	case storeURLErr(o.store) != nil:
+		return o, fmt.Errorf("--store %q: %v", o.store, storeURLErr(o.store))
 	case o.bench.StepFactor < 2 && o.bench.StepBytes == 0:
 		return o, fmt.Errorf("--stepfactor %d: must be at least 2 (or give a fixed step with -i)", o.bench.StepFactor)
 	case itersSet && o.bench.Iters < 1:
@@ -316,4 +320,13 @@ func parseSize(flag, s string, elemSize int64) (int64, error) {
 			flag, s, b, elemSize, elemSize)
 	}
 	return b, nil
+}
+
+// storeURLErr says what is wrong with a --store URL, or nil (also for none).
+func storeURLErr(s string) error {
+	if s == "" {
+		return nil
+	}
+	_, err := bootstrap.ParseStoreURL(s)
+	return err
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/collkit/collkit"
 	"github.com/collkit/collkit/bench"
 	"github.com/collkit/collkit/bootstrap"
+	_ "github.com/collkit/collkit/bootstrap/etcdstore" // COLLKIT_STORE=etcd://...
 	"github.com/collkit/collkit/launch"
 	"github.com/collkit/collkit/reduce"
 )
@@ -39,6 +40,7 @@ type options struct {
 	skipped        []unavailable // --transport names that cannot run here, with why
 	np             int
 	npSet          bool
+	store          string // --store: the ranks' COLLKIT_STORE when collbench launches them
 	streams        int
 	nodes          int // --nodes: simulated nodes
 	spinWait       time.Duration
@@ -124,6 +126,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "collbench: %v\n", envErr)
 		return exitUsage
 	}
+	if opts.store != "" && opts.store != env.Store {
+		fmt.Fprintf(stderr, "collbench: rank %d: --store %s but COLLKIT_STORE=%q: under a launcher other than collbench --np, set COLLKIT_STORE on every rank instead\n",
+			env.Rank, opts.store, env.Store)
+		return exitUsage
+	}
 	if opts.npSet && opts.np != env.Size {
 		fmt.Fprintf(stderr, "collbench: rank %d: --np %d but the launcher started %d ranks (%s); drop --np or make them agree\n",
 			env.Rank, opts.np, env.Size, env.Source)
@@ -170,7 +177,7 @@ func setupContext(ctx context.Context, opts options) (context.Context, context.C
 
 // launchLocal starts opts.np ranks of this program on this machine.
 func launchLocal(ctx context.Context, opts options, args []string, stderr io.Writer) int {
-	err := launch.Run(ctx, launch.Config{N: opts.np, Args: args, Grace: max(opts.timeout, 0)})
+	err := launch.Run(ctx, launch.Config{N: opts.np, Args: args, Grace: max(opts.timeout, 0), Store: opts.store})
 	var re *launch.RankError
 	if errors.As(err, &re) {
 		reportKilled(stderr, re) // the other ranks have printed their own errors

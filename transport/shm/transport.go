@@ -208,6 +208,28 @@ func (pr *peer) gone(live bool) error {
 	return nil
 }
 
+var _ transport.Prober = (*Transport)(nil)
+
+// Dead lists the peers whose process is gone, or that closed their
+// transport without an abort notice (as a socket transport sees a
+// connection closed without one).
+func (t *Transport) Dead() []int {
+	if !t.connected.Load() {
+		return nil
+	}
+	var dead []int
+	for _, pr := range t.peers {
+		if pr == nil {
+			continue
+		}
+		_, aborted := pr.seg.abortReason()
+		if (pr.seg.closed() && !aborted) || (pr.checkPid && !alive(pr.pid)) {
+			dead = append(dead, pr.rank)
+		}
+	}
+	return dead
+}
+
 // failed turns the error that stopped an operation into the caller's,
 // marking the link broken when the byte stream may be out of step.
 func (t *Transport) failed(ctx context.Context, pr *peer, op string, moved bool, err error) error {

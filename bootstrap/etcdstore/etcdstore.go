@@ -1,0 +1,212 @@
+package etcdstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/collkit/collkit/bootstrap"
+)
+
+// Config says which etcd to use and where in it the job's keys live.
+type Config struct {
+	// Endpoints are the etcd members, "host:port" or "http://host:port";
+	// at least one.
+	Endpoints []string
+	// Prefix is put before every key, so that jobs sharing one etcd do not
+	// see each other's keys: give each job its own. Empty means the keys
+	// sit at the root of etcd's key space.
+	Prefix string
+	// DialTimeout bounds how long Dial waits for etcd to answer, within
+	// Dial's ctx. Zero means 10 s.
+	DialTimeout time.Duration
+}
+
+// Store is a bootstrap.Store in etcd. It is safe for concurrent use.
+type Store struct {
+	cli    *clientv3.Client
+	prefix string
+	where  string // for errors: the endpoints and prefix
+}
+
+var (
+	_ bootstrap.Store   = (*Store)(nil)
+	_ bootstrap.Creator = (*Store)(nil)
+	_ bootstrap.Adder   = (*Store)(nil)
+)
+
+// Dial connects to etcd as cfg says and checks that it answers, within ctx
+// and cfg.DialTimeout.
+func Dial(ctx context.Context, cfg Config) (*Store, error) {
+	if len(cfg.Endpoints) == 0 {
+		return nil, errors.New("etcdstore: no endpoints: name at least one etcd member, host:port")
+	}
+	timeout := cfg.DialTimeout
+	if timeout == 0 {
+		timeout = 10 * time.Second
+	}
+	where := fmt.Sprintf("etcd %s (prefix %q)", strings.Join(cfg.Endpoints, ","), cfg.Prefix)
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   cfg.Endpoints,
+		DialTimeout: timeout,
+		Logger:      zap.NewNop(), // errors reach the caller; etcd's own log lines would only repeat them
+	})
+	if err != nil {
+		return nil, fmt.Errorf("etcdstore: connecting to %s: %w", where, err)
+	}
+	s := &Store{cli: cli, prefix: cfg.Prefix, where: where}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	// Any read proves etcd answers; this key need not exist.
+	if _, err := cli.Get(cctx, cfg.Prefix+"collkit/dial-check", clientv3.WithCountOnly()); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("etcdstore: %s did not answer (waited up to %v): %w; check the endpoints (COLLKIT_STORE), "+
+			"that etcd runs there and that no firewall blocks its client port", where, timeout, err)
+	}
+	return s, nil
+}
+
+// Close drops the connection to etcd. The keys stay in etcd.
+func (s *Store) Close() error { return s.cli.Close() }
+
+// String names the store's endpoints and prefix.
+func (s *Store) String() string { return s.where }
+
+func (s *Store) fail(op, key string, err error) error {
+	return fmt.Errorf("etcdstore: %s %q in %s: %w", op, key, s.where, err)
+}
+
+// Set stores value under key.
+func (s *Store) Set(ctx context.Context, key string, value []byte) error {
+	if err := bootstrap.CheckSizes(key, value); err != nil {
+		return err
+	}
+	if _, err := s.cli.Put(ctx, s.prefix+key, string(value)); err != nil {
+		return s.fail("setting", key, err)
+	}
+	return nil
+}
+
+// Get returns the value of key, waiting with a watch until some rank sets
+// it or ctx ends.
+func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
+	if err := bootstrap.CheckSizes(key, nil); err != nil {
+		return nil, err
+	}
+	k := s.prefix + key
+	for {
+		r, err := s.cli.Get(ctx, k)
+		if err != nil {
+			return nil, s.getErr(ctx, key, err)
+		}
+		if len(r.Kvs) > 0 {
+			return r.Kvs[0].Value, nil
+		}
+		v, ok, err := s.watch(ctx, key, r.Header.Revision+1)
+		if ok || err != nil {
+			return v, err
+		}
+		// The watch could not start at that revision (compacted): look again.
+	}
+}
+
+// watch waits for key to be put at revision rev or later. ok false with no
+// error means the watch cannot resume from rev and the caller reads anew.
+func (s *Store) watch(ctx context.Context, key string, rev int64) (v []byte, ok bool, err error) {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	for wr := range s.cli.Watch(wctx, s.prefix+key, clientv3.WithRev(rev)) {
+		if wr.CompactRevision != 0 {
+			return nil, false, nil
+		}
+		if err := wr.Err(); err != nil {
+			return nil, false, s.getErr(ctx, key, err)
+		}
+		for _, ev := range wr.Events {
+			if ev.Type == clientv3.EventTypePut {
+				return ev.Kv.Value, true, nil
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, false, err
+	}
+	return nil, false, s.fail("waiting for", key, errors.New("the watch ended: the client was closed or lost etcd"))
+}
+
+// getErr is the error of a Get: ctx's own when it ended, so that callers
+// can tell a timeout with errors.Is.
+func (s *Store) getErr(ctx context.Context, key string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("etcdstore: waiting for %q in %s: %w", key, s.where, ctx.Err())
+	}
+	return s.fail("waiting for", key, err)
+}
+
+// Create sets key to value unless key has a value, in one etcd transaction,
+// and returns the key's value after it.
+func (s *Store) Create(ctx context.Context, key string, value []byte) ([]byte, error) {
+	if err := bootstrap.CheckSizes(key, value); err != nil {
+		return nil, err
+	}
+	k := s.prefix + key
+	r, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
+		Then(clientv3.OpPut(k, string(value))).
+		Else(clientv3.OpGet(k)).
+		Commit()
+	if err != nil {
+		return nil, s.fail("creating", key, err)
+	}
+	if r.Succeeded {
+		return append([]byte{}, value...), nil
+	}
+	kvs := r.Responses[0].GetResponseRange().GetKvs()
+	if len(kvs) == 0 { // cannot happen: the key existed within the transaction
+		return nil, s.fail("creating", key, errors.New("the key exists but etcd returned no value"))
+	}
+	return kvs[0].Value, nil
+}
+
+// Add adds delta to the decimal integer under key (0 when key has no value)
+// and returns the sum: a compare-and-swap on the key's modification
+// revision, tried again when another rank changed the key in between.
+func (s *Store) Add(ctx context.Context, key string, delta int64) (int64, error) {
+	if err := bootstrap.CheckSizes(key, nil); err != nil {
+		return 0, err
+	}
+	k := s.prefix + key
+	r, err := s.cli.Get(ctx, k)
+	if err != nil {
+		return 0, s.fail("adding to", key, err)
+	}
+	kvs := r.Kvs
+	for {
+		var n, rev int64 // rev 0: the key has no value
+		if len(kvs) > 0 {
+			rev = kvs[0].ModRevision
+			if n, err = strconv.ParseInt(string(kvs[0].Value), 10, 64); err != nil {
+				return 0, fmt.Errorf("etcdstore: Add: key %q in %s holds %q, not a decimal integer", key, s.where, kvs[0].Value)
+			}
+		}
+		sum := n + delta
+		t, err := s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(k), "=", rev)).
+			Then(clientv3.OpPut(k, strconv.FormatInt(sum, 10))).
+			Else(clientv3.OpGet(k)).
+			Commit()
+		if err != nil {
+			return 0, s.fail("adding to", key, err)
+		}
+		if t.Succeeded {
+			return sum, nil
+		}
+		kvs = t.Responses[0].GetResponseRange().GetKvs()
+	}
+}
