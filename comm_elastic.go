@@ -522,9 +522,12 @@ func (el elastic) connect(ctx context.Context, self int) (*Comm, error) {
 func (c *Comm) handOver(nc *Comm) {
 	kept := c.closers[:0]
 	for _, cl := range c.closers {
-		if s, ok := cl.(storeCloser); ok {
+		switch s := cl.(type) {
+		case storeCloser:
 			nc.closers = append(nc.closers, storeCloser{s.cl, nc})
-		} else {
+		case joinClient:
+			nc.closers = append(nc.closers, s)
+		default:
 			kept = append(kept, cl)
 		}
 	}
@@ -550,9 +553,13 @@ func Join(ctx context.Context, env bootstrap.Env, opts Options) (*Comm, error) {
 		client.Close()
 		return nil, err
 	}
-	c.closers = append(c.closers, client)
+	c.closers = append(c.closers, joinClient{client})
 	return c, nil
 }
+
+// joinClient is the store client Join dialed: like storeCloser, it passes
+// to each next generation (handOver) and is closed with the last.
+type joinClient struct{ *bootstrap.Client }
 
 // JoinStore is Join through a store the caller already reached, and keeps
 // open until the communicator is closed.
