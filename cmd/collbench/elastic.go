@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strconv"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -51,7 +52,7 @@ func parseElasticFlags(args []string, stderr io.Writer) (elasticOptions, error) 
 	var o elasticOptions
 	var size string
 	fs.IntVar(&o.np, "np", 8, "processes to launch (the first generation's ranks)")
-	fs.IntVar(&o.events, "events", 10, "kills to make; without --regrow at most --np minus 1")
+	fs.IntVar(&o.events, "events", 3, "kills to make; without --regrow at most --np minus 1")
 	fs.DurationVar(&o.killEvery, "kill-every", time.Second, "kill a random live process (rank 0 too) with SIGKILL this often; the next kill waits for the last event's recovery")
 	fs.BoolVar(&o.regrow, "regrow", false, "after each kill start a replacement that joins (collkit.Join); the members admit it with Grow")
 	fs.StringVar(&size, "size", "64K", "bytes per verified all-reduce of int64 (K/M suffixes)")
@@ -141,6 +142,11 @@ func runElastic(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	return 0
 }
 
+// corruptVar names a process (by id) whose result of step 3 gets one
+// element wrong before the check, so that a test can see the check fail
+// the run.
+const corruptVar = "COLLBENCH_ELASTIC_CORRUPT"
+
 // recordPrefix begins every line a process prints for the launcher.
 const recordPrefix = "collbench-elastic "
 
@@ -224,6 +230,12 @@ func elasticProcess(ctx context.Context, o elasticOptions, env bootstrap.Env, jo
 
 	buf := make([]int64, o.size/8)
 	var verified int64
+	corrupt := -1
+	if v := os.Getenv(corruptVar); v != "" {
+		if corrupt, err = strconv.Atoi(v); err != nil {
+			return fmt.Errorf("%s=%q: want a process id", corruptVar, v)
+		}
+	}
 	for {
 		if ctx.Err() != nil {
 			em.emit(elasticRecord{Kind: "done", ID: c.ID(), Gen: c.Generation(), Members: c.Members(), Step: step, Verified: verified})
@@ -262,6 +274,9 @@ func elasticProcess(ctx context.Context, o elasticOptions, env bootstrap.Env, jo
 			}
 			if err := collkit.AllReduce(ctx, c, buf, buf, collkit.Sum); err != nil {
 				return err
+			}
+			if corrupt == id && step == 3 {
+				buf[len(buf)/2]++ // the test of the check: this must fail the run
 			}
 			members := c.Members()
 			for i, got := range buf {
