@@ -42,6 +42,7 @@ type elasticOptions struct {
 	deadline    time.Duration // a survivor not recovered by then hangs
 	timeout     time.Duration // collkit.Options.Timeout
 	elasticWait time.Duration // collkit.Options.ElasticWait
+	spinWait    time.Duration // --spin-wait, as collbench's (autoSpin, or a duration; 0 disables)
 	quiet       bool
 }
 
@@ -66,6 +67,8 @@ func parseElasticFlags(args []string, stderr io.Writer) (elasticOptions, error) 
 	fs.DurationVar(&o.deadline, "deadline", 30*time.Second, "a survivor that has not recovered (or a replacement that has not joined) this long after the event hangs: the run fails")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "collective timeout (collkit.Options.Timeout): how long a rank waits for a peer that neither answers nor is seen dead")
 	fs.DurationVar(&o.elasticWait, "elastic-wait", 5*time.Second, "collkit.Options.ElasticWait: how long a shrink waits for a member that no one saw die")
+	o.spinWait = autoSpin
+	fs.Var(spinFlag{&o.spinWait}, "spin-wait", "how long a TCP receive polls before sleeping: auto or a duration (0 disables; with more processes than cores polling takes the cores the others need)")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print the summary only, not a line per event")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: collbench elastic [--np 8] [--events 100] [--kill-every 1s] [--regrow] [--size 64K] [--algo ring] [--transport tcp|shm] [--seed N] [--json FILE]\n\n"+
@@ -205,7 +208,8 @@ func elasticProcess(ctx context.Context, o elasticOptions, env bootstrap.Env, jo
 		return err
 	}
 	em := emitter{w: stdout, pid: os.Getpid()}
-	opts := collkit.Options{Transport: o.transport, Algorithm: o.algo, Timeout: o.timeout, ElasticWait: o.elasticWait, Logger: log}
+	opts := collkit.Options{Transport: o.transport, Algorithm: o.algo, Timeout: o.timeout, ElasticWait: o.elasticWait, Logger: log,
+		SpinWait: spinWait(o.spinWait)}
 	setup, cancel := context.WithTimeoutCause(ctx, o.deadline, fmt.Errorf("--deadline %v passed while connecting", o.deadline))
 	var c *collkit.Comm
 	kind := "ready"

@@ -39,6 +39,7 @@ type elasticEvent struct {
 	ShrinkMedianMS float64   `json:"shrink_median_ms"`
 	ShrinkMaxMS    float64   `json:"shrink_max_ms"`
 	ShrinkRounds   int       `json:"shrink_rounds"` // the most Shrink calls one survivor needed
+	Failures       []string  `json:"failures"`      // the error each survivor's collective failed with, in the order of SurvivorIDs
 	ResumeStep     int       `json:"resume_step"`
 	SizeAfterKill  int       `json:"size_after_kill"`
 	// Grow (--regrow): from starting the replacement to its being in the
@@ -341,6 +342,7 @@ func (r *chaosRun) event(ctx context.Context, e int) (elasticEvent, error) {
 		detect = append(detect, ms(rec.Start-ev.KillUnixNS))
 		shrink = append(shrink, ms(rec.Ready-rec.Start))
 		ev.SurvivorIDs = append(ev.SurvivorIDs, m.id)
+		ev.Failures = append(ev.Failures, rec.Err)
 		ev.ShrinkRounds = max(ev.ShrinkRounds, rec.Shrinks)
 		ev.ResumeStep, ev.Generation = rec.Step, rec.Gen
 		if !slices.Equal(rec.Members, want) {
