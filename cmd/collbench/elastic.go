@@ -61,9 +61,7 @@ func parseElasticFlags(args []string, stderr io.Writer) (elasticOptions, error) 
 	fs.StringVar(&o.transport, "transport", "tcp", "transport: tcp or shm")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the choice of victims")
 	fs.StringVarP(&o.jsonPath, "json", "J", "", "write the per-event records as JSON to this file")
-	// The place for an external store: another branch adds COLLKIT_STORE
-	// (etcd://host:port/prefix) to bootstrap; this flag only passes it on.
-	fs.StringVar(&o.store, "store", "", "give the processes COLLKIT_STORE=URL (an etcd store, where bootstrap supports it) instead of the launcher's store")
+	fs.StringVar(&o.store, "store", "", "meet in this external store (COLLKIT_STORE, such as etcd://127.0.0.1:2379/chaos) instead of the one the launcher hosts")
 	fs.DurationVar(&o.deadline, "deadline", 30*time.Second, "a survivor that has not recovered (or a replacement that has not joined) this long after the event hangs: the run fails")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "collective timeout (collkit.Options.Timeout): how long a rank waits for a peer that neither answers nor is seen dead")
 	fs.DurationVar(&o.elasticWait, "elastic-wait", 5*time.Second, "collkit.Options.ElasticWait: how long a shrink waits for a member that no one saw die")

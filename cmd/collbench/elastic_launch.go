@@ -162,11 +162,9 @@ type chaosRun struct {
 // events, and prints the summary.
 func elasticLaunch(ctx context.Context, o elasticOptions, args []string, stdout, stderr io.Writer) int {
 	col := &collector{notify: make(chan struct{}, 1), stderr: stderr}
-	var env []string
-	if o.store != "" {
-		env = append(env, "COLLKIT_STORE="+o.store)
-	}
-	job, err := launch.Start(launch.Config{N: o.np, Args: append([]string{"elastic"}, args...), Env: env, Output: col.output})
+	// --store: the processes meet in an external store (etcd) that the
+	// launcher does not host (launch.Config.Store).
+	job, err := launch.Start(launch.Config{N: o.np, Args: append([]string{"elastic"}, args...), Store: o.store, Output: col.output})
 	if err != nil {
 		fmt.Fprintf(stderr, "collbench: elastic: %v\n", err)
 		return exitUsage
