@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	bin = dir
-	build := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./allreduce", "./stats")
+	build := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./allreduce", "./stats", "./elastic")
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
 		panic("building the examples: " + err.Error())
@@ -139,6 +139,33 @@ func TestStatsExample(t *testing.T) {
 	}
 	if !json.Valid(b) || !bytes.Contains(b, []byte("allreduce")) {
 		t.Fatalf("%s is not a JSON trace of the all-reduces:\n%.300s", trace, b)
+	}
+}
+
+// The elastic training loop: rank 1 dies at step 10 (SIGKILL), the three
+// survivors shrink and resume from step 10, a replacement joins by step 20,
+// and at the end every rank holds the model that the serial recomputation
+// over the membership of every step gives.
+func TestElasticExample(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "elastic"), "-np", "4", "-steps", "30", "-kill", "1", "-kill-step", "10", "-regrow-step", "20")
+	cmd.Env = cleanEnv()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("elastic: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^launcher: process 1 \(pid \d+\) died \(signal: killed\); starting a replacement$`),
+		regexp.MustCompile(`(?m)^step 10: an all-reduce failed; shrank to 3 ranks \[0 2 3\], resuming from step 10$`),
+		regexp.MustCompile(`(?m)^step (1\d|20): a replacement joined; now 4 ranks \[0 2 3 1048576\]; sent it the model$`),
+		regexp.MustCompile(`(?m)^done: 30 steps on 4 ranks \[0 2 3 1048576\]; every rank holds the same model, and it matches the serial recomputation exactly`),
+	} {
+		if !want.MatchString(out) {
+			t.Errorf("output lacks a line matching %s:\n%s\nstderr:\n%s", want, out, stderr.String())
+		}
 	}
 }
 

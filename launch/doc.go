@@ -10,4 +10,10 @@
 // a launch never leaves processes behind.
 //
 //	err := launch.Run(ctx, launch.Config{N: 4, Args: os.Args[1:]})
+//
+// Start returns the running Job instead of waiting for it, for a launcher
+// that manages an elastic job itself: Job.Kill kills one process with
+// SIGKILL, Job.Spawn starts a process that enters the running job through
+// collkit.Join (it finds the store with JoinEnv), and the store lives until
+// Job.Close, whichever processes die.
 package launch

@@ -8,15 +8,11 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/collkit/collkit/bootstrap"
 )
 
 // Config describes a local launch. Zero values are documented per field.
@@ -35,6 +31,10 @@ type Config struct {
 	// Grace is how long the other ranks get to exit on their own after one
 	// rank failed, before they are killed. Zero means 10 s.
 	Grace time.Duration
+	// Output, when set, gives process p (see Proc.Index) its own standard
+	// output and error, as a launcher that reads what each one says needs;
+	// a nil writer means Stdout or Stderr.
+	Output func(p int) (stdout, stderr io.Writer)
 	// Store is the URL of a store outside the job through which the ranks
 	// meet (COLLKIT_STORE, such as etcd://10.0.0.5:2379/myjob); the
 	// launcher then hosts none, and the job's keys outlive it. Empty means
@@ -73,79 +73,48 @@ func (e *RankError) ExitCode() int {
 // Run starts cfg.N ranks and waits for all of them. It returns nil when every
 // rank exits with status 0, and a *RankError otherwise.
 func Run(ctx context.Context, cfg Config) error {
-	if cfg.N < 1 {
-		return fmt.Errorf("launch: %d ranks requested: the number of ranks must be at least 1", cfg.N)
-	}
-	if cfg.Command == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("launch: finding this program to start its ranks: %w", err)
-		}
-		cfg.Command = exe
-	}
-	cfg.Stdout = orDefault(cfg.Stdout, io.Writer(os.Stdout))
-	cfg.Stderr = orDefault(cfg.Stderr, io.Writer(os.Stderr))
 	if cfg.Grace == 0 {
 		cfg.Grace = 10 * time.Second
 	}
-
-	// A fresh secret per job: only the processes started here can reach
-	// the store or join the ranks' mesh.
-	secret := newSecret()
-	job := newJobID()
-	storeEnv := []string{"COLLKIT_STORE=" + cfg.Store}
-	if cfg.Store == "" {
-		srv, err := bootstrap.ListenConfig(bootstrap.ServerConfig{Addr: "127.0.0.1:0", Secret: []byte(secret)})
-		if err != nil {
-			return fmt.Errorf("launch: starting the bootstrap store: %w", err)
-		}
-		defer srv.Close()
-		host, port := splitHostPort(srv.Addr())
-		storeEnv = append(storeEnv, "MASTER_ADDR="+host, "MASTER_PORT="+port, "COLLKIT_STORE_EXTERNAL=1")
-	} else if _, err := bootstrap.ParseStoreURL(cfg.Store); err != nil {
-		return fmt.Errorf("launch: store %q: %w", cfg.Store, err)
+	job, err := Start(cfg)
+	if err != nil {
+		return err
 	}
-
-	type exit struct {
-		rank int
-		err  error
-	}
-	exits := make(chan exit, cfg.N)
-	procs := make([]*exec.Cmd, 0, cfg.N)
-	for r := range cfg.N {
-		cmd := exec.Command(cfg.Command, cfg.Args...)
-		cmd.Stdout, cmd.Stderr = cfg.Stdout, cfg.Stderr
-		cmd.Env = append(os.Environ(), cfg.Env...)
-		cmd.Env = append(cmd.Env,
-			"RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(cfg.N),
-			"LOCAL_RANK="+strconv.Itoa(r), "LOCAL_WORLD_SIZE="+strconv.Itoa(cfg.N),
-			"COLLKIT_JOB_ID="+job, "COLLKIT_SECRET="+secret)
-		cmd.Env = append(cmd.Env, storeEnv...)
-		if err := cmd.Start(); err != nil {
-			killAll(procs)
-			return fmt.Errorf("launch: starting rank %d (%s): %w", r, cfg.Command, err)
-		}
-		procs = append(procs, cmd)
-		go func() { exits <- exit{r, cmd.Wait()} }()
-	}
-
+	defer job.Close()
+	procs := job.Procs()
 	failed := map[int]error{}
 	var deadline <-chan time.Time
-	for left := cfg.N; left > 0; {
+	exited := make([]bool, len(procs))
+	for left := len(procs); left > 0; {
 		select {
-		case e := <-exits:
-			left--
-			if e.err != nil {
-				failed[e.rank] = e.err
-				if deadline == nil {
-					deadline = time.After(cfg.Grace)
+		case <-job.Exited():
+			for _, p := range procs {
+				select {
+				case <-p.Done():
+				default:
+					continue
+				}
+				if exited[p.Index] {
+					continue
+				}
+				exited[p.Index] = true
+				left--
+				if p.err != nil {
+					failed[p.Rank] = p.err
+					if deadline == nil {
+						deadline = time.After(cfg.Grace)
+					}
 				}
 			}
 		case <-deadline:
-			killAll(procs)
+			for _, p := range procs {
+				_ = job.Kill(p)
+			}
 			deadline = nil
 		case <-ctx.Done():
-			signalAll(procs, syscall.SIGTERM)
+			for _, p := range procs {
+				_ = job.Signal(p, syscall.SIGTERM)
+			}
 			if deadline == nil {
 				deadline = time.After(cfg.Grace)
 			}
@@ -156,14 +125,6 @@ func Run(ctx context.Context, cfg Config) error {
 		return &RankError{Failed: failed}
 	}
 	return nil
-}
-
-func killAll(procs []*exec.Cmd) { signalAll(procs, syscall.SIGKILL) }
-
-func signalAll(procs []*exec.Cmd, sig os.Signal) {
-	for _, p := range procs {
-		_ = p.Process.Signal(sig) // fails harmlessly for ranks that already exited
-	}
 }
 
 func orDefault[T comparable](v, def T) T {

@@ -36,7 +36,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	defineFlags(fs, &o, &c, &raw)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: collbench [flags]\n       collbench tune [flags]\n       collbench compare BASE.json NEW.json [--tolerance 10%%] [--min-bw GB/s]\n       collbench plot RESULT.json... [-o FILE.png|FILE.svg]\n\n"+
+		fmt.Fprintf(stderr, "Usage: collbench [flags]\n       collbench tune [flags]\n       collbench compare BASE.json NEW.json [--tolerance 10%%] [--min-bw GB/s]\n       collbench plot RESULT.json... [-o FILE.png|FILE.svg]\n       collbench elastic [--np 8] [--events 100] [--kill-every 1s] [--regrow] (see collbench elastic --help)\n\n"+
 			"Measures and verifies collectives (all-reduce by default) between local ranks (or ranks started by torchrun, mpirun or srun).\n"+
 			"nccl-tests' and OSU's flags work as there, or say what to use instead (README: Flags of nccl-tests and OSU).\n\nFlags:\n%s", fs.FlagUsages())
 	}

@@ -95,6 +95,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return topo(args[1:], stdout, stderr)
 		case "plot":
 			return runPlot(args[1:], stdout, stderr)
+		case "elastic":
+			return runElastic(ctx, args[1:], stdout, stderr)
 		}
 	}
 	opts, err := parseFlags(args, stderr)
