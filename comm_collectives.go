@@ -17,10 +17,12 @@ type Element interface {
 	float32 | float64 | int32 | int64 | uint8 | F16 | BF16
 }
 
-// DefaultTreeBytes is the message size up to which rooted collectives
-// (broadcast, reduce) use the dissemination pattern (algo/dissemination),
-// which needs ceil(log2 n) steps like a binomial tree, rather than the
-// pipelined ring, which moves fewer bytes per link.
+// DefaultTreeBytes is the message size up to which broadcast, reduce,
+// all-gather, reduce-scatter and all-to-all use the dissemination pattern
+// (algo/dissemination), which needs ceil(log2 n) steps like a binomial
+// tree, rather than the pipelined ring or the pairwise exchange, which
+// take n-1 steps and overlap them. For all-gather, reduce-scatter and
+// all-to-all the size is the whole array (recv, send and send).
 const DefaultTreeBytes = 64 << 10
 
 // Algorithm ids sent in the headers of the collectives other than
@@ -206,7 +208,9 @@ func (c *Comm) reduce(ctx context.Context, dt DType, op Op, send, recv []byte, r
 
 // AllGather gathers every rank's send, all of the same length, into recv on
 // every rank: recv holds Size() blocks, block k from rank k. send may be
-// recv's own block (in place). It runs a pipelined ring.
+// recv's own block (in place). Up to DefaultTreeBytes of recv it runs
+// Bruck's all-gather on the dissemination pattern (algo/dissemination:
+// ceil(log2 n) rounds), above that a pipelined ring (n-1 steps).
 func (c *Comm) AllGather(ctx context.Context, dt DType, send, recv []byte) error {
 	run, err := c.allGatherOp(dt, send, recv)
 	return c.call(ctx, &nameAllGather, run, err)
@@ -231,7 +235,15 @@ func (c *Comm) allGatherOp(dt DType, send, recv []byte) (operation, error) {
 }
 
 func (c *Comm) allGather(ctx context.Context, dt DType, send, recv []byte) error {
-	return c.runColl(ctx, "allgather", header(transport.CollAllGather, dt, 0, len(recv)/dt.Size(), -1, algoRing),
+	h := header(transport.CollAllGather, dt, 0, len(recv)/dt.Size(), -1, algoDissemination)
+	if len(recv) <= c.treeBytes {
+		return c.runColl(ctx, "allgather (dissemination)", h,
+			func(ctx context.Context, t transport.Transport, h transport.Header) error {
+				return dissemination.AllGather(ctx, t, h, send, recv)
+			})
+	}
+	h.Algo = algoRing
+	return c.runColl(ctx, "allgather", h,
 		func(ctx context.Context, t transport.Transport, h transport.Header) error {
 			return ring.AllGather(ctx, t, h, send, recv, c.evenCounts(len(send)/dt.Size()))
 		})
@@ -252,7 +264,9 @@ func (c *Comm) evenCounts(count int) []int {
 // ReduceScatter reduces send over all ranks with op and leaves block r of
 // the result in recv on rank r: send holds Size() blocks of recv's length.
 // recv may be send's own block (in place; send's other blocks then hold
-// partial results afterwards). It runs a pipelined ring.
+// partial results afterwards). Up to DefaultTreeBytes of send it runs a
+// Bruck all-to-all that reduces as the blocks meet (algo/dissemination:
+// ceil(log2 n) rounds), above that a pipelined ring (n-1 steps).
 func (c *Comm) ReduceScatter(ctx context.Context, dt DType, op Op, send, recv []byte) error {
 	run, err := c.reduceScatterOp(dt, op, send, recv)
 	return c.call(ctx, &nameReduceScatter, run, err)
@@ -280,7 +294,15 @@ func (c *Comm) reduceScatterOp(dt DType, op Op, send, recv []byte) (operation, e
 }
 
 func (c *Comm) reduceScatter(ctx context.Context, dt DType, op Op, send, recv []byte) error {
-	return c.runColl(ctx, "reducescatter", header(transport.CollReduceScatter, dt, op, len(send)/dt.Size(), -1, algoRing),
+	h := header(transport.CollReduceScatter, dt, op, len(send)/dt.Size(), -1, algoDissemination)
+	if len(send) <= c.treeBytes {
+		return c.runColl(ctx, "reducescatter (dissemination)", h,
+			func(ctx context.Context, t transport.Transport, h transport.Header) error {
+				return dissemination.ReduceScatter(ctx, t, h, send, recv)
+			})
+	}
+	h.Algo = algoRing
+	return c.runColl(ctx, "reducescatter", h,
 		func(ctx context.Context, t transport.Transport, h transport.Header) error {
 			return ring.ReduceScatter(ctx, t, h, send, recv, c.evenCounts(len(recv)/dt.Size()))
 		})
@@ -366,8 +388,10 @@ func (c *Comm) scatter(ctx context.Context, dt DType, send, recv []byte, root in
 
 // AllToAll sends block k of send to rank k, and receives rank k's block
 // into block k of recv, on every rank. send and recv have the same length,
-// Size() equal blocks; recv may be send (in place). It runs a pairwise
-// exchange.
+// Size() equal blocks; recv may be send (in place). Up to DefaultTreeBytes
+// of send it runs Bruck's all-to-all on the dissemination pattern
+// (algo/dissemination: ceil(log2 n) messages, each with about half the
+// blocks), above that a pairwise exchange (n-1 messages of one block).
 func (c *Comm) AllToAll(ctx context.Context, dt DType, send, recv []byte) error {
 	run, err := c.allToAllOp(dt, send, recv)
 	return c.call(ctx, &nameAllToAll, run, err)
@@ -392,7 +416,15 @@ func (c *Comm) allToAllOp(dt DType, send, recv []byte) (operation, error) {
 }
 
 func (c *Comm) allToAll(ctx context.Context, dt DType, send, recv []byte) error {
-	return c.runColl(ctx, "alltoall", header(transport.CollAllToAll, dt, 0, len(send)/dt.Size(), -1, algoPairwise),
+	h := header(transport.CollAllToAll, dt, 0, len(send)/dt.Size(), -1, algoDissemination)
+	if len(send) <= c.treeBytes {
+		return c.runColl(ctx, "alltoall (dissemination)", h,
+			func(ctx context.Context, t transport.Transport, h transport.Header) error {
+				return dissemination.AllToAll(ctx, t, h, send, recv)
+			})
+	}
+	h.Algo = algoPairwise
+	return c.runColl(ctx, "alltoall", h,
 		func(ctx context.Context, t transport.Transport, h transport.Header) error {
 			return pairwise.AllToAll(ctx, t, h, send, recv)
 		})

@@ -223,10 +223,16 @@ func CollectiveAlgorithm(c *collkit.Comm, coll string, bytes int64) string {
 		}
 		return "ring"
 	case "allgather", "reducescatter":
+		if bytes <= collkit.DefaultTreeBytes {
+			return "dissemination"
+		}
 		return "ring"
 	case "gather", "scatter":
 		return "dissemination"
 	case "alltoall":
+		if bytes <= collkit.DefaultTreeBytes {
+			return "dissemination"
+		}
 		return "pairwise"
 	}
 	return "direct"

@@ -12,8 +12,12 @@
 //
 // Broadcast, Reduce, Gather and Scatter move their data as on a binomial
 // tree, in the same ceil(log2 n) rounds, over the pattern's messages; the
-// messages that carry no data carry the header. So every rank, the root of
-// a broadcast and the leaves of a reduce included, returns only after it
+// messages that carry no data carry the header. AllGather and AllToAll are
+// Bruck's algorithms on the pattern, and ReduceScatter is Bruck's
+// all-to-all that reduces the blocks bound for one rank as they meet:
+// every message carries data, ceil(log2 n) rounds where the ring and the
+// pairwise exchange take n-1 steps. So every rank, the root of a broadcast
+// and the leaves of a reduce included, returns only after it
 // has heard from every rank with a header equal to its own. The pattern
 // does not depend on the root or the count, and its first round (send to
 // r+1, receive from r-1) is the first step of the ring and pairwise

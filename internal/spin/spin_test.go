@@ -42,6 +42,29 @@ func TestBudget(t *testing.T) {
 	if got := b.Next(); got < 790*time.Microsecond || got > 810*time.Microsecond {
 		t.Errorf("after waits of 400 us: %v, want about 800 us", got)
 	}
+	// Bimodal waits, as with more ranks than cores: most messages are
+	// there at once, one in four takes 300 us. The budget covers the long
+	// ones (twice the average, about 160 us, would sleep through them).
+	for range 100 {
+		b.Observe(4 * time.Microsecond)
+	}
+	for i := range 40 {
+		if i%4 == 3 {
+			b.Observe(300 * time.Microsecond)
+		} else {
+			b.Observe(4 * time.Microsecond)
+		}
+	}
+	if got := b.Next(); got < 300*time.Microsecond || got > Max {
+		t.Errorf("after waits of 4 us with one in four of 300 us: %v, want at least 300 us (average %v, peak %v)", got, b.Average(), b.Peak())
+	}
+	// The peak decays: once the long waits stop, the budget falls back.
+	for range 100 {
+		b.Observe(4 * time.Microsecond)
+	}
+	if got := b.Next(); got != First {
+		t.Errorf("after 100 waits of 4 us: %v, want First (%v)", got, First)
+	}
 	for range 50 {
 		b.Observe(900 * time.Microsecond)
 	}

@@ -42,7 +42,8 @@ type Config struct {
 	// calls after spinning, before it sleeps on a futex in the segment. Zero
 	// learns it per link (and for the native all-reduce's barriers) from
 	// how long the recent waits there took (internal/spin: twice the
-	// typical wait, 50 us to 1 ms, 20 us while waits are longer); positive fixes it; negative means none.
+	// longest recent wait, 50 us to 1 ms, 20 us while waits average
+	// longer); positive fixes it; negative means none.
 	Yield time.Duration
 	// LivenessInterval is how often a sleeping rank checks that the process
 	// it waits for is still alive (kill(pid, 0)), to turn a crashed peer

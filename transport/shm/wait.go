@@ -49,8 +49,6 @@ func forceWake(w *atomic.Uint32) {
 	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWake, 1<<30, 0, 0, 0)
 }
 
-func schedYield() { unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
-
 // await waits until ready reports true: it polls cfg.Spin times, then polls
 // with sched_yield for as long as b allows (see Config.Yield), then sleeps on
 // k's futex word, which the other side clears and wakes (see wake) after
@@ -87,7 +85,7 @@ func (t *Transport) await(ctx context.Context, k *waker, b *spin.Budget, ready f
 			// against 3.5-3.9 us yielding every fourth poll). Gosched
 			// lets the goroutines of this process run (other ranks, in
 			// tests and in-process jobs).
-			schedYield()
+			spin.Yield()
 			if i&3 == 3 {
 				runtime.Gosched()
 			}

@@ -46,7 +46,8 @@ type Config struct {
 	// progress engines do. Between polls it yields the core, so ranks that
 	// outnumber the cores still make progress. Zero learns it per peer from
 	// how long that peer's recent messages took to arrive (internal/spin:
-	// twice the typical wait, 50 us to 1 ms, 20 us while waits are longer);
+	// twice the longest recent wait, 50 us to 1 ms, 20 us while waits
+	// average longer);
 	// positive fixes it; negative disables polling.
 	SpinWait time.Duration
 }

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/collkit/collkit/internal/spin"
 	"github.com/collkit/collkit/transport"
@@ -133,7 +134,7 @@ func (s *stream) poll(want int) {
 		// Give the core to whoever needs it (another rank of this job, when
 		// ranks outnumber cores) rather than only to this process's goroutines.
 		runtime.Gosched()
-		syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+		spin.Yield()
 	}
 }
 
@@ -154,19 +155,38 @@ func newStream(c net.Conn) *stream {
 	if tc, ok := c.(*net.TCPConn); ok {
 		s.raw, _ = tc.SyscallConn()
 	}
+	// The polls and the first write of a small message are raw system
+	// calls, which never block (MSG_DONTWAIT, and Go's sockets are
+	// non-blocking): through syscall.Syscall, a poll or write during which
+	// the kernel runs another rank on this core (ranks outnumbering cores)
+	// looks to the Go runtime like a blocked system call, and it moves the
+	// goroutine's P to another thread (see spin.Yield).
 	s.peekFn = func(fd uintptr) {
 		flags := syscall.MSG_DONTWAIT
 		if len(s.probe) == 1 {
 			flags |= syscall.MSG_PEEK
 		}
-		n, _, err := syscall.Recvfrom(int(fd), s.probe, flags)
+		r, _, errno := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&s.probe[0])),
+			uintptr(len(s.probe)), uintptr(flags), 0, 0)
+		n := int(r)
+		if errno != 0 {
+			n = -1
+		}
 		if n > 0 && len(s.probe) > 1 {
 			s.pre = n
 		}
-		s.ready = n > 0 || err != nil && err != syscall.EAGAIN
+		// 0 bytes without an error: the peer hung up, which the read
+		// that follows reports.
+		s.ready = n >= 0 || errno != syscall.EAGAIN
 	}
 	s.wnowFn = func(fd uintptr) bool {
-		s.wn, s.werr = syscall.Write(int(fd), s.wnow)
+		s.wn, s.werr = -1, nil
+		r, _, errno := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&s.wnow[0])), uintptr(len(s.wnow)))
+		if errno != 0 {
+			s.werr = errno
+		} else {
+			s.wn = int(r)
+		}
 		return true // never wait: send falls back to the armed write
 	}
 	s.whook = &hook{cut: s.conn.SetWriteDeadline, known: &s.wdlOK}
