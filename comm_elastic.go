@@ -283,10 +283,11 @@ func (c *Comm) next(ctx context.Context, what string, grow bool) (*Comm, error) 
 func establish(ctx context.Context, el elastic, self int) (*Comm, error) {
 	for {
 		nc, err := el.connect(ctx, self)
-		ok, missing, serr := el.settle(ctx, self, err == nil)
-		if serr == nil && ok {
+		v, serr := el.settle(ctx, self, err == nil)
+		if serr == nil && v.OK {
 			return nc, nil
 		}
+		missing := v.Missing
 		if nc != nil {
 			nc.Close()
 		}
@@ -308,25 +309,39 @@ func establish(ctx context.Context, el elastic, self int) (*Comm, error) {
 	}
 }
 
-// settle publishes whether this process connected generation el.gen, waits
-// (up to ElasticWait) for the other members to say, and returns the
-// verdict that won, and the members that said nothing.
-func (el elastic) settle(ctx context.Context, self int, connected bool) (ok bool, missing []int, err error) {
+// verdict is the decision whether a generation connected: OK, or the
+// members that did not say within the wait (suspected dead in the next
+// round).
+type verdict struct {
+	OK      bool  `json:"ok"`
+	Missing []int `json:"missing,omitempty"`
+}
+
+// settle publishes whether this process connected generation el.gen and
+// returns the verdict for all members. It waits until every member has
+// said (then it proposes the verdict: OK when all connected), or another
+// member's verdict is in the store (it takes that one, so that all go on
+// with the same suspects), or twice ElasticWait has passed (it proposes a
+// failure, with the members still silent as the suspects). The wait is
+// twice the connect's, so a member whose connection failed at once waits
+// for those that waited out the connect.
+func (el elastic) settle(ctx context.Context, self int, connected bool) (verdict, error) {
 	mine := "failed"
 	if connected {
 		mine = "ok"
 	}
 	if err := el.store.Set(ctx, elasticKey(el.gen, "ready/"+strconv.Itoa(self)), []byte(mine)); err != nil {
-		return false, nil, fmt.Errorf("publishing whether it connected: %w", storeHint(err))
+		return verdict{}, fmt.Errorf("publishing whether it connected: %w", storeHint(err))
 	}
-	wctx, cancel := context.WithTimeout(ctx, el.opts.elasticWait())
+	wctx, cancel := context.WithTimeout(ctx, 2*el.opts.elasticWait())
 	defer cancel()
 	type said struct {
-		id int
-		ok bool
-		in bool // said anything
+		id  int
+		ok  bool
+		in  bool   // said anything
+		won []byte // the verdict, for id -1
 	}
-	answers := make(chan said, len(el.ids))
+	answers := make(chan said, len(el.ids)+1)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
@@ -339,26 +354,50 @@ func (el elastic) settle(ctx context.Context, self int, connected bool) (ok bool
 			answers <- said{id: id, ok: err == nil && string(b) == "ok", in: err == nil}
 		})
 	}
-	all := connected
-	for range len(el.ids) - 1 {
+	wg.Go(func() {
+		b, err := el.store.Get(wctx, elasticKey(el.gen, "verdict"))
+		answers <- said{id: -1, in: err == nil, won: b}
+	})
+	all, silent := connected, map[int]bool{}
+	for _, id := range el.ids {
+		silent[id] = id != self
+	}
+	var won []byte
+	for others, timedOut := len(el.ids)-1, false; others > 0 && won == nil && !timedOut; {
 		a := <-answers
-		if !a.in {
-			missing = append(missing, a.id)
+		if a.id >= 0 {
+			others--
 		}
-		if !a.ok && all {
+		switch {
+		case a.id == -1 && a.in:
+			won = a.won
+		case a.id == -1:
+			timedOut = true
+		case a.in:
+			silent[a.id] = false
+			all = all && a.ok
+		default:
 			all = false
-			cancel() // one failure decides: no need to wait for the rest
 		}
 	}
-	verdict := "failed"
-	if all {
-		verdict = "ok"
+	if won == nil {
+		v := verdict{OK: all}
+		for _, id := range el.ids {
+			if silent[id] {
+				v.Missing = append(v.Missing, id)
+			}
+		}
+		proposal, _ := json.Marshal(v)
+		var err error
+		if won, err = bootstrap.Create(ctx, el.store, elasticKey(el.gen, "verdict"), proposal); err != nil {
+			return verdict{}, fmt.Errorf("deciding whether generation %d connected: %w", el.gen, storeHint(err))
+		}
 	}
-	won, err := bootstrap.Create(ctx, el.store, elasticKey(el.gen, "verdict"), []byte(verdict))
-	if err != nil {
-		return false, nil, fmt.Errorf("deciding whether generation %d connected: %w", el.gen, storeHint(err))
+	var v verdict
+	if err := json.Unmarshal(won, &v); err != nil {
+		return verdict{}, fmt.Errorf("the store holds a verdict on generation %d that is not one: %q", el.gen, won)
 	}
-	return string(won) == "ok", missing, nil
+	return v, nil
 }
 
 func cmpErr(err, fallback error) error {
