@@ -156,7 +156,11 @@ func (c *Comm) diagnose(err error) *FailureError {
 	}
 	timedOut := errors.Is(err, context.DeadlineExceeded)
 	var ae *transport.AbortError
-	if p, ok := c.t.(transport.Pinger); ok && len(fe.Dead) == 0 && (timedOut || errors.As(err, &ae)) && !errors.Is(err, ErrRevoked) {
+	// A peer's notice that says a rank died already names the cause: no
+	// rank is stuck, and probing would only delay this rank's own notice
+	// (and an elastic job's shrink) by the probes' round trips.
+	dead := errors.As(err, &ae) && strings.Contains(ae.Reason, deathMark)
+	if p, ok := c.t.(transport.Pinger); ok && len(fe.Dead) == 0 && (timedOut || errors.As(err, &ae)) && !dead && !errors.Is(err, ErrRevoked) {
 		var own []int
 		if fe.blocked != nil && c.intra == nil { // an intra-node transport numbers its ranks its own way
 			own = []int{fe.blocked.Rank}
@@ -168,6 +172,9 @@ func (c *Comm) diagnose(err error) *FailureError {
 	}
 	return fe
 }
+
+// deathMark is in the abort notice of a rank that saw a peer die.
+const deathMark = " died (its connection to rank "
 
 // maxPings bounds the liveness probes one rank has in flight.
 const maxPings = 256
@@ -301,7 +308,7 @@ func (c *Comm) abort(fe *FailureError) {
 		reason = fmt.Sprintf("rank %d gave up because rank %d aborted: %s", c.Rank(), ae.Rank, ae.Reason)
 	}
 	if len(fe.Dead) > 0 {
-		reason = fmt.Sprintf("%s died (its connection to rank %d closed without an abort notice); rank %d's own error: %s",
+		reason = fmt.Sprintf("%s"+deathMark+"%d closed without an abort notice); rank %d's own error: %s",
 			ranks(fe.Dead), c.Rank(), c.Rank(), reason)
 	}
 	if len(fe.Stuck) > 0 {
