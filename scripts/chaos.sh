@@ -11,9 +11,9 @@
 #   ETCD=1 STORE=etcd://127.0.0.1:2379/collkit-chaos scripts/chaos.sh
 #
 # ETCD=1 makes the processes meet in an etcd store (collbench elastic
-# --store STORE, which becomes COLLKIT_STORE; start etcd yourself). Not
-# yet tried: collkit.Join still dials a TCP store (env.StoreAddr), so the
-# replacements may not reach an etcd store until Join learns the URL.
+# --store STORE, which becomes COLLKIT_STORE; replacements reach it through
+# collkit.Join too). Without STORE the script starts its own etcd on
+# loopback (Debian's etcd-server) and stops it at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,13 +23,24 @@ args=(--np "$NP" --events "$EVENTS" --regrow
   --kill-every "${KILL_EVERY:-1s}" --size "${SIZE:-64K}" --algo "${ALGO:-ring}"
   --transport "${TRANSPORT:-tcp}" --seed "${SEED:-$RANDOM}")
 [[ -n ${JSON:-} ]] && args+=(--json "$JSON")
+work=$(mktemp -d)
+etcd_pid=
+trap '[[ -n $etcd_pid ]] && kill "$etcd_pid" 2>/dev/null; rm -rf "$work"' EXIT
 if [[ ${ETCD:-0} == 1 ]]; then
-  : "${STORE:=etcd://127.0.0.1:2379/collkit-chaos-$$}"
+  if [[ -z ${STORE:-} ]]; then
+    command -v etcd >/dev/null || { echo "ETCD=1: no etcd binary (apt-get install -y etcd-server)" >&2; exit 2; }
+    port=$((20000 + RANDOM % 20000))
+    etcd --data-dir "$work/etcd" --listen-client-urls "http://127.0.0.1:$port" \
+      --advertise-client-urls "http://127.0.0.1:$port" --listen-peer-urls "http://127.0.0.1:$((port + 1))" \
+      --initial-advertise-peer-urls "http://127.0.0.1:$((port + 1))" \
+      --initial-cluster "default=http://127.0.0.1:$((port + 1))" >"$work/etcd.log" 2>&1 &
+    etcd_pid=$!
+    STORE=etcd://127.0.0.1:$port/collkit-chaos-$$
+    echo "# etcd $(etcd --version | head -1) on 127.0.0.1:$port (pid $etcd_pid)"
+  fi
   args+=(--store "$STORE")
 fi
 
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 go build -o "$work/collbench" ./cmd/collbench
 echo "# $(nproc) cores; collbench elastic ${args[*]}"
 "$work/collbench" elastic "${args[@]}"

@@ -205,11 +205,17 @@ func elasticLaunch(ctx context.Context, o elasticOptions, args []string, stdout,
 // something or exits), until deadline (false), or until a process fails:
 // it prints a wrong element or a failure, or a process the launcher did not
 // kill exits.
-func (r *chaosRun) waitFor(ctx context.Context, deadline time.Time, done func() bool) (bool, error) {
+func (r *chaosRun) waitFor(ctx context.Context, deadline time.Time, done func(n int) bool) (bool, error) {
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	for {
+		// done reads records that may have come after this scan: it sees
+		// only those before n, and the scan checks them all.
+		n := r.col.len()
 		for _, rec := range r.col.since(r.seen) {
+			if rec.seq >= n {
+				break
+			}
 			r.seen = rec.seq + 1
 			switch rec.Kind {
 			case "wrong":
@@ -231,7 +237,7 @@ func (r *chaosRun) waitFor(ctx context.Context, deadline time.Time, done func() 
 			default:
 			}
 		}
-		if done() {
+		if done(n) {
 			return true, nil
 		}
 		select {
@@ -245,11 +251,14 @@ func (r *chaosRun) waitFor(ctx context.Context, deadline time.Time, done func() 
 	}
 }
 
-// latest returns, for each live process, its first record of kind since
-// seq, and the processes that have none yet.
-func (r *chaosRun) latest(kind string, seq int, procs []member) (map[int]elasticRecord, []member) {
+// latest returns, for each live process, its first record of kind from
+// seq up to (not including) upTo, and the processes that have none.
+func (r *chaosRun) latest(kind string, seq, upTo int, procs []member) (map[int]elasticRecord, []member) {
 	got := map[int]elasticRecord{}
 	for _, rec := range r.col.since(seq) {
+		if rec.seq >= upTo {
+			break
+		}
 		if _, ok := got[rec.proc]; !ok && rec.Kind == kind {
 			got[rec.proc] = rec
 		}
@@ -267,20 +276,20 @@ func (r *chaosRun) run(ctx context.Context) error {
 	for _, p := range r.job.Procs() {
 		r.live = append(r.live, member{proc: p, id: p.Rank})
 	}
-	ok, err := r.waitFor(ctx, time.Now().Add(r.o.deadline), func() bool {
-		_, missing := r.latest("ready", 0, r.live)
+	ok, err := r.waitFor(ctx, time.Now().Add(r.o.deadline), func(n int) bool {
+		_, missing := r.latest("ready", 0, n, r.live)
 		return len(missing) == 0
 	})
 	if err != nil {
 		return fmt.Errorf("connecting: %w", err)
 	}
 	if !ok {
-		_, missing := r.latest("ready", 0, r.live)
+		_, missing := r.latest("ready", 0, r.seen, r.live)
 		return fmt.Errorf("processes %s did not connect within --deadline %v", names(missing), r.o.deadline)
 	}
 	next := time.Now().Add(r.o.killEvery)
 	for e := range r.o.events {
-		if _, err := r.waitFor(ctx, next, func() bool { return false }); err != nil {
+		if _, err := r.waitFor(ctx, next, func(int) bool { return false }); err != nil {
 			return fmt.Errorf("before event %d: %w", e, err)
 		}
 		ev, err := r.event(ctx, e)
@@ -319,14 +328,14 @@ func (r *chaosRun) event(ctx context.Context, e int) (elasticEvent, error) {
 	ev.Survivors = len(survivors)
 	r.expect = "shrink"
 	defer func() { r.expect = "" }()
-	ok, err := r.waitFor(ctx, killed.Add(r.o.deadline), func() bool {
-		_, missing := r.latest("shrink", mark, survivors)
+	ok, err := r.waitFor(ctx, killed.Add(r.o.deadline), func(n int) bool {
+		_, missing := r.latest("shrink", mark, n, survivors)
 		return len(missing) == 0
 	})
 	if err != nil {
 		return ev, err
 	}
-	recs, missing := r.latest("shrink", mark, survivors)
+	recs, missing := r.latest("shrink", mark, r.seen, survivors)
 	if !ok {
 		ev.Hangs = len(missing)
 		ev.Error = fmt.Sprintf("processes %s did not recover within --deadline %v of the kill of process %d (COLLKIT_DEBUG=INFO logs their elastic steps)",
@@ -364,9 +373,9 @@ func (r *chaosRun) event(ctx context.Context, e int) (elasticEvent, error) {
 	}
 	joiner := member{proc: p, id: -1}
 	all := append(slices.Clone(survivors), joiner)
-	ok, err = r.waitFor(ctx, p.Started.Add(r.o.deadline), func() bool {
-		_, mg := r.latest("grow", mark, survivors)
-		_, mj := r.latest("joined", mark, []member{joiner})
+	ok, err = r.waitFor(ctx, p.Started.Add(r.o.deadline), func(n int) bool {
+		_, mg := r.latest("grow", mark, n, survivors)
+		_, mj := r.latest("joined", mark, n, []member{joiner})
 		return len(mg) == 0 && len(mj) == 0
 	})
 	if err == nil {
@@ -379,8 +388,8 @@ func (r *chaosRun) event(ctx context.Context, e int) (elasticEvent, error) {
 	if err != nil {
 		return ev, err
 	}
-	grows, gmissing := r.latest("grow", mark, survivors)
-	joins, jmissing := r.latest("joined", mark, []member{joiner})
+	grows, gmissing := r.latest("grow", mark, r.seen, survivors)
+	joins, jmissing := r.latest("joined", mark, r.seen, []member{joiner})
 	if !ok {
 		ev.Hangs = len(gmissing) + len(jmissing)
 		ev.Error = fmt.Sprintf("members %s and replacement %v did not reach the grown communicator within --deadline %v of starting the replacement",
@@ -436,10 +445,10 @@ func (r *chaosRun) stop(ctx context.Context) error {
 			return fmt.Errorf("process %d (pid %d) failed when stopped: %v (its output above says why)", m.id, m.proc.Pid(), err)
 		}
 	}
-	if _, err := r.waitFor(ctx, time.Now(), func() bool { return true }); err != nil {
+	if _, err := r.waitFor(ctx, time.Now(), func(int) bool { return true }); err != nil {
 		return err // a wrong element or a failure said before the stop
 	}
-	done, missing := r.latest("done", mark, live)
+	done, missing := r.latest("done", mark, r.col.len(), live)
 	if len(missing) > 0 {
 		return fmt.Errorf("processes %s stopped without saying done", names(missing))
 	}
