@@ -380,6 +380,14 @@ func (el elastic) settle(ctx context.Context, self int, connected bool) (verdict
 			all = false
 		}
 	}
+	if won == nil && all && self != el.ids[0] && wctx.Err() == nil {
+		// Every member connected: the first proposes, the others take
+		// its verdict (every proposal is a write, a consensus round in
+		// etcd), unless it does not come within the wait.
+		if a := <-answers; a.in {
+			won = a.won
+		}
+	}
 	if won == nil {
 		v := verdict{OK: all}
 		for _, id := range el.ids {
@@ -456,7 +464,9 @@ func agree(ctx context.Context, el elastic, self int, suspects []int, grow bool)
 	if err := json.Unmarshal(won, &members); err != nil {
 		return nil, fmt.Errorf("the store holds a decision that is not a list of ids: %q", won)
 	}
-	el.store.Set(ctx, latestKey, []byte(strconv.Itoa(gen))) // a hint for Join; the decision is the members key
+	if len(members) > 0 && members[0] == self { // one write per round: each costs a consensus round in etcd
+		el.store.Set(ctx, latestKey, []byte(strconv.Itoa(gen))) // a hint for Join; the decision is the members key
+	}
 	if !slices.Contains(members, self) {
 		return nil, fmt.Errorf("%w: the others decided generation %d without it (members %s): it was suspected dead, or did not come within Options.ElasticWait (%v); exit, or Join the job again",
 			ErrExcluded, gen, procNames(members), el.opts.elasticWait())
