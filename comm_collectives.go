@@ -57,6 +57,20 @@ func collAlgorithmName(id uint8) string {
 // runColl runs one collective: it checks the communicator, numbers the call,
 // applies the timeout and makes a failure fatal to the communicator. The
 // caller holds c.mu.
+// collFunc runs a collective's algorithm over t.
+type collFunc = func(ctx context.Context, t transport.Transport, h transport.Header) error
+
+// runBySize runs small, over the dissemination pattern, when the
+// collective moves at most c.treeBytes, and large, with algorithm algo,
+// above.
+func (c *Comm) runBySize(ctx context.Context, bytes int, h transport.Header, smallName, largeName string, algo uint8, small, large collFunc) error {
+	if bytes <= c.treeBytes {
+		return c.runColl(ctx, smallName, h, small)
+	}
+	h.Algo = algo
+	return c.runColl(ctx, largeName, h, large)
+}
+
 func (c *Comm) runColl(ctx context.Context, what string, h transport.Header, fn func(context.Context, transport.Transport, transport.Header) error) error {
 	if err := c.usable(); err != nil {
 		return err
@@ -195,15 +209,13 @@ func (c *Comm) reduceOp(dt DType, op Op, send, recv []byte, root int) (operation
 
 func (c *Comm) reduce(ctx context.Context, dt DType, op Op, send, recv []byte, root int) error {
 	h := header(transport.CollReduce, dt, op, len(send)/dt.Size(), root, algoDissemination)
-	if len(send) <= c.treeBytes {
-		return c.runColl(ctx, "reduce (dissemination)", h, func(ctx context.Context, t transport.Transport, h transport.Header) error {
+	return c.runBySize(ctx, len(send), h, "reduce (dissemination)", "reduce (ring)", algoRing,
+		func(ctx context.Context, t transport.Transport, h transport.Header) error {
 			return dissemination.Reduce(ctx, t, h, send, recv, root)
+		},
+		func(ctx context.Context, t transport.Transport, h transport.Header) error {
+			return ring.Reduce(ctx, t, h, send, recv, root)
 		})
-	}
-	h.Algo = algoRing
-	return c.runColl(ctx, "reduce (ring)", h, func(ctx context.Context, t transport.Transport, h transport.Header) error {
-		return ring.Reduce(ctx, t, h, send, recv, root)
-	})
 }
 
 // AllGather gathers every rank's send, all of the same length, into recv on
@@ -236,14 +248,10 @@ func (c *Comm) allGatherOp(dt DType, send, recv []byte) (operation, error) {
 
 func (c *Comm) allGather(ctx context.Context, dt DType, send, recv []byte) error {
 	h := header(transport.CollAllGather, dt, 0, len(recv)/dt.Size(), -1, algoDissemination)
-	if len(recv) <= c.treeBytes {
-		return c.runColl(ctx, "allgather (dissemination)", h,
-			func(ctx context.Context, t transport.Transport, h transport.Header) error {
-				return dissemination.AllGather(ctx, t, h, send, recv)
-			})
-	}
-	h.Algo = algoRing
-	return c.runColl(ctx, "allgather", h,
+	return c.runBySize(ctx, len(recv), h, "allgather (dissemination)", "allgather", algoRing,
+		func(ctx context.Context, t transport.Transport, h transport.Header) error {
+			return dissemination.AllGather(ctx, t, h, send, recv)
+		},
 		func(ctx context.Context, t transport.Transport, h transport.Header) error {
 			return ring.AllGather(ctx, t, h, send, recv, c.evenCounts(len(send)/dt.Size()))
 		})
@@ -295,14 +303,10 @@ func (c *Comm) reduceScatterOp(dt DType, op Op, send, recv []byte) (operation, e
 
 func (c *Comm) reduceScatter(ctx context.Context, dt DType, op Op, send, recv []byte) error {
 	h := header(transport.CollReduceScatter, dt, op, len(send)/dt.Size(), -1, algoDissemination)
-	if len(send) <= c.treeBytes {
-		return c.runColl(ctx, "reducescatter (dissemination)", h,
-			func(ctx context.Context, t transport.Transport, h transport.Header) error {
-				return dissemination.ReduceScatter(ctx, t, h, send, recv)
-			})
-	}
-	h.Algo = algoRing
-	return c.runColl(ctx, "reducescatter", h,
+	return c.runBySize(ctx, len(send), h, "reducescatter (dissemination)", "reducescatter", algoRing,
+		func(ctx context.Context, t transport.Transport, h transport.Header) error {
+			return dissemination.ReduceScatter(ctx, t, h, send, recv)
+		},
 		func(ctx context.Context, t transport.Transport, h transport.Header) error {
 			return ring.ReduceScatter(ctx, t, h, send, recv, c.evenCounts(len(recv)/dt.Size()))
 		})
@@ -417,14 +421,10 @@ func (c *Comm) allToAllOp(dt DType, send, recv []byte) (operation, error) {
 
 func (c *Comm) allToAll(ctx context.Context, dt DType, send, recv []byte) error {
 	h := header(transport.CollAllToAll, dt, 0, len(send)/dt.Size(), -1, algoDissemination)
-	if len(send) <= c.treeBytes {
-		return c.runColl(ctx, "alltoall (dissemination)", h,
-			func(ctx context.Context, t transport.Transport, h transport.Header) error {
-				return dissemination.AllToAll(ctx, t, h, send, recv)
-			})
-	}
-	h.Algo = algoPairwise
-	return c.runColl(ctx, "alltoall", h,
+	return c.runBySize(ctx, len(send), h, "alltoall (dissemination)", "alltoall", algoPairwise,
+		func(ctx context.Context, t transport.Transport, h transport.Header) error {
+			return dissemination.AllToAll(ctx, t, h, send, recv)
+		},
 		func(ctx context.Context, t transport.Transport, h transport.Header) error {
 			return pairwise.AllToAll(ctx, t, h, send, recv)
 		})
