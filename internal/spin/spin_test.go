@@ -10,9 +10,7 @@ func TestBudget(t *testing.T) {
 	if got := b.Next(); got != First {
 		t.Fatalf("before any wait: %v, want First (%v)", got, First)
 	}
-	for range 50 {
-		b.Observe(40 * time.Microsecond)
-	}
+	feed(&b, 50, 40 * time.Microsecond)
 	if got := b.Next(); got < 79*time.Microsecond || got > 81*time.Microsecond {
 		t.Errorf("after waits of 40 us: %v, want about twice that", got)
 	}
@@ -23,31 +21,23 @@ func TestBudget(t *testing.T) {
 		t.Errorf("after one 1 s wait among 30 us ones: %v, want between Min and Max", got)
 	}
 	// Waits that stay long: poll only Min.
-	for range 50 {
-		b.Observe(10 * time.Millisecond)
-	}
+	feed(&b, 50, 10 * time.Millisecond)
 	if got := b.Next(); got != Min {
 		t.Errorf("after waits of 10 ms: %v, want Min (%v)", got, Min)
 	}
 	// Short again: it learns back.
-	for range 100 {
-		b.Observe(5 * time.Microsecond)
-	}
+	feed(&b, 100, 5 * time.Microsecond)
 	if got := b.Next(); got != First {
 		t.Errorf("after waits of 5 us: %v, want First (%v), the floor of short waits", got, First)
 	}
-	for range 50 {
-		b.Observe(400 * time.Microsecond)
-	}
+	feed(&b, 50, 400 * time.Microsecond)
 	if got := b.Next(); got < 790*time.Microsecond || got > 810*time.Microsecond {
 		t.Errorf("after waits of 400 us: %v, want about 800 us", got)
 	}
 	// Bimodal waits, as with more ranks than cores: most messages are
 	// there at once, one in four takes 300 us. The budget covers the long
 	// ones (twice the average, about 160 us, would sleep through them).
-	for range 100 {
-		b.Observe(4 * time.Microsecond)
-	}
+	feed(&b, 100, 4 * time.Microsecond)
 	for i := range 40 {
 		if i%4 == 3 {
 			b.Observe(300 * time.Microsecond)
@@ -59,15 +49,11 @@ func TestBudget(t *testing.T) {
 		t.Errorf("after waits of 4 us with one in four of 300 us: %v, want at least 300 us (average %v, peak %v)", got, b.Average(), b.Peak())
 	}
 	// The peak decays: once the long waits stop, the budget falls back.
-	for range 100 {
-		b.Observe(4 * time.Microsecond)
-	}
+	feed(&b, 100, 4 * time.Microsecond)
 	if got := b.Next(); got != First {
 		t.Errorf("after 100 waits of 4 us: %v, want First (%v)", got, First)
 	}
-	for range 50 {
-		b.Observe(900 * time.Microsecond)
-	}
+	feed(&b, 50, 900 * time.Microsecond)
 	if got := b.Next(); got != Max {
 		t.Errorf("after waits of 0.9 ms: %v, want Max (%v)", got, Max)
 	}
@@ -86,5 +72,12 @@ func TestFixed(t *testing.T) {
 	learn := Fixed(0)
 	if got := learn.Next(); got != First {
 		t.Errorf("Fixed(0): %v, want First: it learns", got)
+	}
+}
+
+// feed has b observe n waits of d each.
+func feed(b *Budget, n int, d time.Duration) {
+	for range n {
+		b.Observe(d)
 	}
 }
