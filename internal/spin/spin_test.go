@@ -10,7 +10,7 @@ func TestBudget(t *testing.T) {
 	if got := b.Next(); got != First {
 		t.Fatalf("before any wait: %v, want First (%v)", got, First)
 	}
-	feed(&b, 50, 40 * time.Microsecond)
+	feed(&b, 50, 40*time.Microsecond)
 	if got := b.Next(); got < 79*time.Microsecond || got > 81*time.Microsecond {
 		t.Errorf("after waits of 40 us: %v, want about twice that", got)
 	}
@@ -21,23 +21,23 @@ func TestBudget(t *testing.T) {
 		t.Errorf("after one 1 s wait among 30 us ones: %v, want between Min and Max", got)
 	}
 	// Waits that stay long: poll only Min.
-	feed(&b, 50, 10 * time.Millisecond)
+	feed(&b, 50, 10*time.Millisecond)
 	if got := b.Next(); got != Min {
 		t.Errorf("after waits of 10 ms: %v, want Min (%v)", got, Min)
 	}
 	// Short again: it learns back.
-	feed(&b, 100, 5 * time.Microsecond)
+	feed(&b, 100, 5*time.Microsecond)
 	if got := b.Next(); got != First {
 		t.Errorf("after waits of 5 us: %v, want First (%v), the floor of short waits", got, First)
 	}
-	feed(&b, 50, 400 * time.Microsecond)
+	feed(&b, 50, 400*time.Microsecond)
 	if got := b.Next(); got < 790*time.Microsecond || got > 810*time.Microsecond {
 		t.Errorf("after waits of 400 us: %v, want about 800 us", got)
 	}
 	// Bimodal waits, as with more ranks than cores: most messages are
 	// there at once, one in four takes 300 us. The budget covers the long
 	// ones (twice the average, about 160 us, would sleep through them).
-	feed(&b, 100, 4 * time.Microsecond)
+	feed(&b, 100, 4*time.Microsecond)
 	for i := range 40 {
 		if i%4 == 3 {
 			b.Observe(300 * time.Microsecond)
@@ -49,11 +49,11 @@ func TestBudget(t *testing.T) {
 		t.Errorf("after waits of 4 us with one in four of 300 us: %v, want at least 300 us (average %v, peak %v)", got, b.Average(), b.Peak())
 	}
 	// The peak decays: once the long waits stop, the budget falls back.
-	feed(&b, 100, 4 * time.Microsecond)
+	feed(&b, 100, 4*time.Microsecond)
 	if got := b.Next(); got != First {
 		t.Errorf("after 100 waits of 4 us: %v, want First (%v)", got, First)
 	}
-	feed(&b, 50, 900 * time.Microsecond)
+	feed(&b, 50, 900*time.Microsecond)
 	if got := b.Next(); got != Max {
 		t.Errorf("after waits of 0.9 ms: %v, want Max (%v)", got, Max)
 	}
