@@ -1,6 +1,7 @@
 package collkit
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -297,7 +298,7 @@ func establish(ctx context.Context, el elastic, self int) (*Comm, error) {
 		if ctx.Err() != nil || len(missing) == 0 {
 			// Every member said, so none died: the failure is not one a
 			// next round mends (Options the new size refuses, say).
-			return nil, fmt.Errorf("connecting generation %d (%d ranks): %w", el.gen, len(el.ids), cmpErr(err, errors.Join(ctx.Err(),
+			return nil, fmt.Errorf("connecting generation %d (%d ranks): %w", el.gen, len(el.ids), cmp.Or(err, errors.Join(ctx.Err(),
 				errors.New("another member failed to connect"))))
 		}
 		el.log().Info("elastic: generation failed to connect; next round", "generation", el.gen, "missing", missing, "err", err)
@@ -406,13 +407,6 @@ func (el elastic) settle(ctx context.Context, self int, connected bool) (verdict
 		return verdict{}, fmt.Errorf("the store holds a verdict on generation %d that is not one: %q", el.gen, won)
 	}
 	return v, nil
-}
-
-func cmpErr(err, fallback error) error {
-	if err != nil {
-		return err
-	}
-	return fallback
 }
 
 // suspects are the process ids of the ranks this communicator's failure
