@@ -68,7 +68,9 @@ func extra(n int) float64 {
 type Config struct {
 	// Algorithms are the candidates. Nil means Defaults().
 	Algorithms []Algorithm
-	// Table holds measured cost terms. Nil means built-in terms for all.
+	// Table holds measured cost terms. Nil means the built-in table (see
+	// Builtin) for the transports it covers, and built-in shape terms for
+	// the others and for algorithms no table covers.
 	Table *Table
 	// Transport is the name the Table's entries are keyed by ("tcp", ...).
 	Transport string
@@ -99,9 +101,13 @@ func (c Config) Choose(bytes int64, n int) (Algorithm, float64) {
 	bytes = max(bytes, 1)
 	algos := c.algorithms()
 	best, bestUS := 0, 0.0
+	table, ranks := c.Table, n
+	if table == nil {
+		table, ranks = builtin, builtin.nearest(c.Transport, n)
+	}
 	for i, a := range algos {
 		f, shapeAt := defaultFit, bytes
-		if e := c.Table.entry(c.Transport, n, a.Name); e != nil && len(e.Fits) > 0 {
+		if e := table.entry(c.Transport, ranks, a.Name); e != nil && len(e.Fits) > 0 {
 			f = fitFor(e.Fits, bytes)
 			shapeAt = f.MinBytes // the shape the band was fitted with
 		}

@@ -1,0 +1,62 @@
+package adaptive
+
+import (
+	_ "embed"
+	"encoding/json"
+	"math"
+	"slices"
+)
+
+// builtinJSON is the table adaptive uses without a tuning file: ring, tree
+// and halving-doubling measured by scripts/compare-mpi.sh on a quiet 2-core
+// VM (2026-11-24; 2, 3, 4 and 8 ranks over tcp and shm, 8 B to 16 MiB,
+// medians of 3 rounds) and fitted as `collbench tune` fits its sweeps.
+// Make it again with
+//
+//	go run ./algo/adaptive/internal/mkbuiltin OUT_DIR/raw.txt > algo/adaptive/builtin.json
+//
+//go:embed builtin.json
+var builtinJSON []byte
+
+var builtin = parseBuiltin(builtinJSON)
+
+// parseBuiltin reads the embedded table; a table that does not parse (a
+// bad edit, which TestBuiltinTable catches) leaves only the shape terms.
+func parseBuiltin(b []byte) *Table {
+	var t Table
+	if json.Unmarshal(b, &t) != nil || t.Schema != Schema {
+		return &Table{}
+	}
+	return &t
+}
+
+// Builtin returns a copy of the table adaptive uses without a tuning file.
+// It was measured on a small machine (2 cores, tcp and shm); `collbench
+// tune` measures yours.
+func Builtin() *Table {
+	t := *builtin
+	t.Entries = slices.Clone(builtin.Entries)
+	for i := range t.Entries {
+		e := &t.Entries[i]
+		e.Fits, e.Samples = slices.Clone(e.Fits), slices.Clone(e.Samples)
+	}
+	return &t
+}
+
+// nearest returns the world size of transport's entries closest to n (by
+// ratio, so 6 ranks use the 8-rank terms rather than the 4-rank ones only
+// when 8 is nearer in doublings), or n when there are none: the fitted
+// terms are per step and per byte, and the shape scales them to n.
+func (t *Table) nearest(transport string, n int) int {
+	best, dist := n, math.Inf(1)
+	for _, e := range t.Entries {
+		if e.Transport != transport {
+			continue
+		}
+		d := math.Abs(math.Log2(float64(e.Ranks)) - math.Log2(float64(n)))
+		if d < dist || d == dist && e.Ranks > best {
+			best, dist = e.Ranks, d
+		}
+	}
+	return best
+}
