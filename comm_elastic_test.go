@@ -113,6 +113,34 @@ func TestRevokeFailsEveryRank(t *testing.T) {
 	}
 }
 
+// A revoke reaches a rank that waits on a live rank outside the call,
+// through the notice lying unread on another connection (NoticePeeker):
+// ranks 0, 1 and 3 run a ring all-reduce that rank 2 never joins, rank 1
+// revokes, and rank 3, waiting on rank 2, fails with the revocation rather
+// than at its timeout, as do the others.
+func TestRevokeReachesRankWaitingOnIdlePeer(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	_, cs := elasticJob(t, 4, Options{Transport: "tcp", Algorithm: "ring", IntraNode: "group", Timeout: time.Minute})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	errs := make([]error, 4)
+	var wg sync.WaitGroup
+	for _, r := range []int{0, 1, 3} {
+		wg.Go(func() { errs[r] = AllReduce(ctx, cs[r], []int64{1}, make([]int64, 1), Sum) })
+	}
+	time.Sleep(50 * time.Millisecond)
+	cs[1].Revoke("rank 2 is too slow")
+	wg.Wait()
+	for _, r := range []int{0, 1, 3} {
+		if !errors.Is(errs[r], ErrRevoked) || !strings.Contains(errs[r].Error(), "rank 2 is too slow") {
+			t.Errorf("rank %d: %v; want ErrRevoked with rank 1's reason", r, errs[r])
+		}
+	}
+	for _, c := range cs {
+		c.Close()
+	}
+}
+
 // Every algorithm, over mem and tcp: a rank dies in the middle of a stream
 // of all-reduces; the others shrink and go on from the same step with exact
 // results, all with the same members.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -344,7 +345,10 @@ func LocalAddrFor(remote string) string {
 
 // Exchange publishes value under prefix/rank and returns every rank's value,
 // indexed by rank, once all size ranks have published theirs. Each exchange
-// needs its own prefix, since keys are written once.
+// needs its own prefix, since keys are written once. It waits for up to
+// exchangeParallel keys at once: over a store with a network round trip
+// per read (etcd), one rank's wait is then a round trip or two, not one per
+// rank.
 func Exchange(ctx context.Context, s Store, prefix string, rank, size int, value []byte) ([][]byte, error) {
 	if rank < 0 || rank >= size {
 		return nil, fmt.Errorf("bootstrap: exchange %q: rank %d is outside a job of %d ranks", prefix, rank, size)
@@ -354,19 +358,39 @@ func Exchange(ctx context.Context, s Store, prefix string, rank, size int, value
 		return nil, fmt.Errorf("bootstrap: exchange %q: publishing rank %d: %w", prefix, rank, err)
 	}
 	out := make([][]byte, size)
+	out[rank] = append([]byte{}, value...)
+	errs := make([]error, size)
+	gets, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	var once sync.Once
+	failed := -1 // the rank whose Get failed first, unless ctx ended
+	slots := make(chan struct{}, exchangeParallel)
 	for r := range size {
 		if r == rank {
-			out[r] = append([]byte{}, value...)
 			continue
 		}
-		v, err := s.Get(ctx, key(r))
-		if err != nil {
-			return nil, fmt.Errorf("bootstrap: exchange %q: waiting for rank %d (key %q): %w", prefix, r, key(r), err)
-		}
-		out[r] = v
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if out[r], errs[r] = s.Get(gets, key(r)); errs[r] != nil {
+				once.Do(func() { failed = r })
+				cancel() // the exchange fails: stop waiting for the others
+			}
+		})
+	}
+	wg.Wait()
+	if ctx.Err() != nil { // every missing rank timed out alike: name the first
+		failed = slices.IndexFunc(errs, func(err error) bool { return err != nil })
+	}
+	if failed >= 0 {
+		return nil, fmt.Errorf("bootstrap: exchange %q: waiting for rank %d (key %q): %w", prefix, failed, key(failed), errs[failed])
 	}
 	return out, nil
 }
+
+// exchangeParallel is how many keys one Exchange waits for at once.
+const exchangeParallel = 32
 
 // Barrier returns once all size ranks have called it with the same prefix,
 // or when ctx ends. Each barrier needs its own prefix.

@@ -30,7 +30,8 @@ type Creator interface {
 // Adder is implemented by stores with atomic counters.
 type Adder interface {
 	// Add adds delta to the decimal integer stored under key (0 when key has
-	// no value) and returns the sum, which it stores under key.
+	// no value) and returns the sum, which it stores under key. Adding 0
+	// reads the counter and may store nothing.
 	Add(ctx context.Context, key string, delta int64) (int64, error)
 }
 

@@ -102,6 +102,16 @@ type Peeker interface {
 	Peek(peer int) (Header, bool)
 }
 
+// NoticePeeker is implemented by transports that can tell, without
+// blocking, that a peer's abort notice (see Aborter) lies unread on a
+// connection no Recv is reading. A communicator whose call waits on
+// someone else looks every few milliseconds, so that a failure or a revoke
+// reaches every rank at once rather than hop by hop, as each rank in turn
+// gives up and its neighbour reads its notice.
+type NoticePeeker interface {
+	PeekNotice(peer int) (*AbortError, bool)
+}
+
 // SameCall reports whether a message with header got, from a peer, can
 // belong to the collective call this rank runs as want: when both are
 // collective calls of one communicator with the same sequence number, they

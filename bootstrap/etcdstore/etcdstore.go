@@ -95,49 +95,54 @@ func (s *Store) Set(ctx context.Context, key string, value []byte) error {
 
 // Get returns the value of key, waiting with a watch until some rank sets
 // it or ctx ends.
+//
+// The watch starts at the store's current revision and the key is read
+// once more after etcd confirmed it, so a value set in between is seen by
+// the read, and one set later by the watch. A watch asked to start at an
+// older revision would be caught up by etcd's background sync, which runs
+// every 100 ms: that was most of the time of an elastic shrink over etcd.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 	if err := bootstrap.CheckSizes(key, nil); err != nil {
 		return nil, err
 	}
 	k := s.prefix + key
-	for {
-		r, err := s.cli.Get(ctx, k)
-		if err != nil {
-			return nil, s.getErr(ctx, key, err)
-		}
-		if len(r.Kvs) > 0 {
-			return r.Kvs[0].Value, nil
-		}
-		v, ok, err := s.watch(ctx, key, r.Header.Revision+1)
-		if ok || err != nil {
-			return v, err
-		}
-		// The watch could not start at that revision (compacted): look again.
+	if v, ok, err := s.read(ctx, key); ok || err != nil {
+		return v, err
 	}
-}
-
-// watch waits for key to be put at revision rev or later. ok false with no
-// error means the watch cannot resume from rev and the caller reads anew.
-func (s *Store) watch(ctx context.Context, key string, rev int64) (v []byte, ok bool, err error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	for wr := range s.cli.Watch(wctx, s.prefix+key, clientv3.WithRev(rev)) {
-		if wr.CompactRevision != 0 {
-			return nil, false, nil
-		}
+	watch := s.cli.Watch(wctx, k, clientv3.WithCreatedNotify())
+	for wr := range watch {
 		if err := wr.Err(); err != nil {
-			return nil, false, s.getErr(ctx, key, err)
+			return nil, s.getErr(ctx, key, err)
+		}
+		if wr.Created {
+			if v, ok, err := s.read(ctx, key); ok || err != nil {
+				return v, err
+			}
 		}
 		for _, ev := range wr.Events {
 			if ev.Type == clientv3.EventTypePut {
-				return ev.Kv.Value, true, nil
+				return ev.Kv.Value, nil
 			}
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, false, err
+		return nil, s.getErr(ctx, key, err)
 	}
-	return nil, false, s.fail("waiting for", key, errors.New("the watch ended: the client was closed or lost etcd"))
+	return nil, s.fail("waiting for", key, errors.New("the watch ended: the client was closed or lost etcd"))
+}
+
+// read returns key's value and true when it has one.
+func (s *Store) read(ctx context.Context, key string) ([]byte, bool, error) {
+	r, err := s.cli.Get(ctx, s.prefix+key)
+	switch {
+	case err != nil:
+		return nil, false, s.getErr(ctx, key, err)
+	case len(r.Kvs) > 0:
+		return r.Kvs[0].Value, true, nil
+	}
+	return nil, false, nil
 }
 
 // getErr is the error of a Get: ctx's own when it ended, so that callers
@@ -194,6 +199,9 @@ func (s *Store) Add(ctx context.Context, key string, delta int64) (int64, error)
 			if n, err = strconv.ParseInt(string(kvs[0].Value), 10, 64); err != nil {
 				return 0, fmt.Errorf("etcdstore: Add: key %q in %s holds %q, not a decimal integer", key, s.where, kvs[0].Value)
 			}
+		}
+		if delta == 0 {
+			return n, nil // a read (JoinersWaiting at every step): no write, no consensus round
 		}
 		sum := n + delta
 		t, err := s.cli.Txn(ctx).

@@ -335,34 +335,51 @@ func (pr *peer) breakOff(err error) {
 	pr.closeConns()
 }
 
-var _ transport.Peeker = (*Transport)(nil)
+var (
+	_ transport.Peeker       = (*Transport)(nil)
+	_ transport.NoticePeeker = (*Transport)(nil)
+)
 
 // Peek shows the header of the next message from peer when its first bytes
 // have arrived and no Recv from peer is in progress (transport.Peeker). It
 // looks at the socket without consuming anything, so never over TLS, whose
 // records cannot be read that way.
 func (t *Transport) Peek(peer int) (transport.Header, bool) {
-	if !t.connected.Load() || t.closed.Load() || peer < 0 || peer >= len(t.peers) || peer == t.cfg.Rank {
+	pr := t.idlePeer(peer)
+	if pr == nil {
 		return transport.Header{}, false
+	}
+	return pr.streams[0].peekHeader()
+}
+
+// idlePeer is peer's connection when it is up and no Recv reads it (a Recv
+// finds a notice itself), or nil.
+func (t *Transport) idlePeer(peer int) *peer {
+	if !t.connected.Load() || t.closed.Load() || peer < 0 || peer >= len(t.peers) || peer == t.cfg.Rank {
+		return nil
 	}
 	pr := t.peers[peer]
 	if pr == nil || pr.broken.Load() || pr.recvWait.since.Load() != 0 {
-		return transport.Header{}, false
+		return nil
 	}
-	s := pr.streams[0]
-	if !s.plain || s.raw == nil {
-		return transport.Header{}, false
+	return pr
+}
+
+// PeekNotice returns peer's abort notice when one lies unread (see
+// transport.NoticePeeker): the next message on the connection is one, or
+// the reason was read already.
+func (t *Transport) PeekNotice(peer int) (*transport.AbortError, bool) {
+	pr := t.idlePeer(peer)
+	if pr == nil {
+		return nil, false
 	}
-	var b [transport.HeaderSize]byte
-	var h transport.Header
-	ok := false
-	s.raw.Control(func(fd uintptr) {
-		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		if err == nil && n == len(b) {
-			var derr error
-			h, derr = transport.Decode(b[:])
-			ok = derr == nil
-		}
-	})
-	return h, ok
+	if r := pr.notice.Load(); r != nil {
+		return &transport.AbortError{Rank: pr.rank, Reason: *r}, true
+	}
+	h, ok := t.Peek(peer)
+	if !ok || h.Coll != transport.CollAbort {
+		return nil, false
+	}
+	ae, _ := pr.inspect()
+	return ae, ae != nil
 }

@@ -188,3 +188,42 @@ func TestLingerStopsOnReset(t *testing.T) {
 		t.Fatalf("linger took %v on a reset connection, want it to return at once", took)
 	}
 }
+
+// PeekNotice finds an abort notice on a connection nobody reads, without
+// consuming it, and nothing where a peer only sent data.
+func TestPeekNotice(t *testing.T) {
+	ts := newWorld(t, 3, nil, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := ts[1].Send(ctx, 0, hdr(1), []byte("data")); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts[2].Abort("rank 2 gives up"); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ae, ok := ts[0].PeekNotice(2)
+		if ok {
+			if ae.Rank != 2 || ae.Reason != "rank 2 gives up" {
+				t.Fatalf("PeekNotice(2) = %+v", ae)
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("rank 2's notice never showed")
+		}
+	}
+	if ae, ok := ts[0].PeekNotice(1); ok {
+		t.Errorf("PeekNotice(1) = %+v; rank 1 sent data, no notice", ae)
+	}
+	// The data is still there to read, and the notice is what a Recv
+	// from rank 2 gets.
+	got := make([]byte, 4)
+	if err := ts[0].Recv(ctx, 1, hdr(1), got); err != nil || string(got) != "data" {
+		t.Fatalf("Recv from rank 1 = %q, %v", got, err)
+	}
+	var ae *transport.AbortError
+	if err := ts[0].Recv(ctx, 2, hdr(1), make([]byte, 4)); !errors.As(err, &ae) || ae.Reason != "rank 2 gives up" {
+		t.Fatalf("Recv from rank 2 = %v, want its notice", err)
+	}
+}

@@ -103,6 +103,30 @@ type stream struct {
 	closeMu   sync.Mutex              // orders close with readNotice
 	closed    bool                    // close was called
 	noticeHdr transport.Header        // its header
+
+	// Peeking at the next header from another goroutine (Transport.Peek).
+	headMu sync.Mutex
+	head   [transport.HeaderSize]byte
+	headN  int
+	headFn func(fd uintptr) // fills head; made once so the watch does not allocate
+}
+
+// peekHeader returns the header of the next message when its bytes have
+// arrived, without consuming them. Only on a plain socket: under TLS they
+// are ciphertext.
+func (s *stream) peekHeader() (transport.Header, bool) {
+	if !s.plain || s.raw == nil {
+		return transport.Header{}, false
+	}
+	s.headMu.Lock()
+	defer s.headMu.Unlock()
+	s.headN = 0
+	s.raw.Control(s.headFn)
+	if s.headN != len(s.head) {
+		return transport.Header{}, false
+	}
+	h, err := transport.Decode(s.head[:])
+	return h, err == nil
 }
 
 // poll waits for the next message by polling the socket for up to the
@@ -161,6 +185,13 @@ func newStream(c net.Conn) *stream {
 	// the kernel runs another rank on this core (ranks outnumbering cores)
 	// looks to the Go runtime like a blocked system call, and it moves the
 	// goroutine's P to another thread (see spin.Yield).
+	s.headFn = func(fd uintptr) {
+		r, _, errno := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&s.head[0])),
+			uintptr(len(s.head)), syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+		if errno == 0 {
+			s.headN = int(r)
+		}
+	}
 	s.peekFn = func(fd uintptr) {
 		flags := syscall.MSG_DONTWAIT
 		if len(s.probe) == 1 {
