@@ -187,6 +187,7 @@ type Comm struct {
 	rank, size    int
 	base          transport.Transport // what New got: Close closes it
 	treeBytes     int                 // rooted collectives up to this size use a tree
+	bcastBytes    int                 // broadcasts up to this size use a tree
 	sub           subState            // sub-communicators (comm_split.go)
 	obs           observer            // statistics, spans, log (comm_observe.go)
 	timeoutCtx    timeoutCtx          // reused by withTimeout; guarded by mu
@@ -217,7 +218,7 @@ func New(t transport.Transport, opts Options) (*Comm, error) {
 		algo, _ = findAlgorithm(defaultAlgorithm(t))
 	}
 	c := &Comm{t: t, algo: algo, timeout: opts.Timeout, transportName: opts.Transport,
-		rank: t.Rank(), size: t.Size(), base: t, treeBytes: DefaultTreeBytes}
+		rank: t.Rank(), size: t.Size(), base: t, treeBytes: DefaultTreeBytes, bcastBytes: DefaultBroadcastTreeBytes}
 	if c.nodes, err = opts.nodes(t.Size()); err != nil {
 		return nil, fmt.Errorf("collkit: rank %d: %w", t.Rank(), err)
 	}

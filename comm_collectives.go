@@ -25,6 +25,16 @@ type Element interface {
 // all-to-all the size is the whole array (recv, send and send).
 const DefaultTreeBytes = 64 << 10
 
+// DefaultBroadcastTreeBytes is the size up to which Broadcast sends the
+// whole buffer down the dissemination pattern's binomial tree rather than
+// along the pipelined chain. The chain moves each byte once per link but
+// first agrees on the call and pays a segment's trip per hop; measured over
+// loopback TCP on 2 cores (2026-11-24, 3-5 alternating runs), the tree took
+// 0.45-0.6x the chain's time from 128 KiB to 512 KiB at 4 ranks, 0.8-0.9x
+// at 1-2 MiB, about the same at 4 MiB (at 2, 4 and 8 ranks) and 1.05x from
+// 8 MiB at 4 ranks.
+const DefaultBroadcastTreeBytes = 4 << 20
+
 // Algorithm ids sent in the headers of the collectives other than
 // all-reduce, so that ranks that picked different algorithms for the same
 // call get a mismatch error instead of a hang.
@@ -123,9 +133,10 @@ func header(coll transport.Coll, dt DType, op Op, count int, root int, algo uint
 }
 
 // Broadcast copies buf on rank root into buf on every rank. Every rank
-// passes a buffer of the same length. Small buffers go over the
-// dissemination pattern (algo/dissemination), large ones along a pipelined
-// chain after the ranks have agreed on the call (dissemination.Agree).
+// passes a buffer of the same length. Buffers up to
+// DefaultBroadcastTreeBytes go down the dissemination pattern's binomial
+// tree (algo/dissemination), larger ones along a pipelined chain after the
+// ranks have agreed on the call (dissemination.Agree).
 // Either way no rank returns before every rank has called Broadcast with
 // the same length, dtype and root: ranks that disagree all get an error
 // from this call.
@@ -153,7 +164,7 @@ func (c *Comm) broadcastOp(dt DType, buf []byte, root int) (operation, error) {
 
 func (c *Comm) broadcast(ctx context.Context, dt DType, buf []byte, root int) error {
 	h := header(transport.CollBroadcast, dt, 0, len(buf)/dt.Size(), root, algoDissemination)
-	if len(buf) <= c.treeBytes {
+	if len(buf) <= c.bcastBytes {
 		return c.runColl(ctx, "broadcast (dissemination)", h,
 			func(ctx context.Context, t transport.Transport, h transport.Header) error {
 				return dissemination.Broadcast(ctx, t, h, buf, root)

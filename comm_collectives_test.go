@@ -71,7 +71,7 @@ func testCollectives(t *testing.T, world algotest.World, sizes []int, counts []i
 				cs := newComms(t, world(t, n))
 				for _, c := range cs {
 					if path == "ring" {
-						c.treeBytes = -1
+						c.treeBytes, c.bcastBytes = -1, -1
 					}
 				}
 				var seed uint64
