@@ -1,6 +1,9 @@
 package bootstrap
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // WithPrefix returns a view of s whose keys all start with prefix, so that
 // several communicators of one job can meet through the same store without
@@ -26,4 +29,16 @@ func (p prefixed) Create(ctx context.Context, key string, value []byte) ([]byte,
 
 func (p prefixed) Add(ctx context.Context, key string, delta int64) (int64, error) {
 	return Add(ctx, p.s, p.prefix+key, delta)
+}
+
+func (p prefixed) GetMany(ctx context.Context, keys []string) ([][]byte, error) {
+	full := make([]string, len(keys))
+	for i, k := range keys {
+		full[i] = p.prefix + k
+	}
+	vals, err := GetMany(ctx, p.s, full)
+	if me := (*MissingKeyError)(nil); errors.As(err, &me) {
+		me.Key = keys[me.Index] // the caller's name for it
+	}
+	return vals, err
 }

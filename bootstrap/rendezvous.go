@@ -345,8 +345,8 @@ func LocalAddrFor(remote string) string {
 
 // Exchange publishes value under prefix/rank and returns every rank's value,
 // indexed by rank, once all size ranks have published theirs. Each exchange
-// needs its own prefix, since keys are written once. It waits for up to
-// exchangeParallel keys at once: over a store with a network round trip
+// needs its own prefix, since keys are written once. It waits for the
+// others' keys together (GetMany): over a store with a network round trip
 // per read (etcd), one rank's wait is then a round trip or two, not one per
 // rank.
 func Exchange(ctx context.Context, s Store, prefix string, rank, size int, value []byte) ([][]byte, error) {
@@ -357,40 +357,75 @@ func Exchange(ctx context.Context, s Store, prefix string, rank, size int, value
 	if err := s.Set(ctx, key(rank), value); err != nil {
 		return nil, fmt.Errorf("bootstrap: exchange %q: publishing rank %d: %w", prefix, rank, err)
 	}
-	out := make([][]byte, size)
-	out[rank] = append([]byte{}, value...)
-	errs := make([]error, size)
+	keys := make([]string, 0, size-1)
+	for r := range size {
+		if r != rank {
+			keys = append(keys, key(r))
+		}
+	}
+	vals, err := GetMany(ctx, s, keys)
+	if err != nil {
+		var me *MissingKeyError
+		if errors.As(err, &me) {
+			r := me.Index
+			if r >= rank {
+				r++
+			}
+			return nil, fmt.Errorf("bootstrap: exchange %q: waiting for rank %d (key %q): %w", prefix, r, key(r), me.Err)
+		}
+		return nil, fmt.Errorf("bootstrap: exchange %q: %w", prefix, err)
+	}
+	return slices.Insert(vals, rank, append([]byte{}, value...)), nil
+}
+
+// MissingKeyError is GetMany's error when waiting for one of its keys
+// failed: Index is that key's place in the list.
+type MissingKeyError struct {
+	Index int
+	Key   string
+	Err   error
+}
+
+func (e *MissingKeyError) Error() string { return fmt.Sprintf("waiting for key %q: %v", e.Key, e.Err) }
+func (e *MissingKeyError) Unwrap() error { return e.Err }
+
+// GetMany returns the values of keys, in order, once every key has one, or
+// a *MissingKeyError: through s's own GetMany (MultiGetter), or with up to
+// getManyParallel Gets at once.
+func GetMany(ctx context.Context, s Store, keys []string) ([][]byte, error) {
+	if m, ok := s.(MultiGetter); ok {
+		return m.GetMany(ctx, keys)
+	}
+	out := make([][]byte, len(keys))
+	errs := make([]error, len(keys))
 	gets, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
 	var once sync.Once
-	failed := -1 // the rank whose Get failed first, unless ctx ended
-	slots := make(chan struct{}, exchangeParallel)
-	for r := range size {
-		if r == rank {
-			continue
-		}
+	failed := -1 // the key whose Get failed first, unless ctx ended
+	slots := make(chan struct{}, getManyParallel)
+	for i, k := range keys {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			if out[r], errs[r] = s.Get(gets, key(r)); errs[r] != nil {
-				once.Do(func() { failed = r })
-				cancel() // the exchange fails: stop waiting for the others
+			if out[i], errs[i] = s.Get(gets, k); errs[i] != nil {
+				once.Do(func() { failed = i })
+				cancel() // the call fails: stop waiting for the others
 			}
 		})
 	}
 	wg.Wait()
-	if ctx.Err() != nil { // every missing rank timed out alike: name the first
+	if ctx.Err() != nil { // every missing key timed out alike: name the first
 		failed = slices.IndexFunc(errs, func(err error) bool { return err != nil })
 	}
 	if failed >= 0 {
-		return nil, fmt.Errorf("bootstrap: exchange %q: waiting for rank %d (key %q): %w", prefix, failed, key(failed), errs[failed])
+		return nil, &MissingKeyError{Index: failed, Key: keys[failed], Err: errs[failed]}
 	}
 	return out, nil
 }
 
-// exchangeParallel is how many keys one Exchange waits for at once.
-const exchangeParallel = 32
+// getManyParallel is how many keys GetMany waits for at once.
+const getManyParallel = 32
 
 // Barrier returns once all size ranks have called it with the same prefix,
 // or when ctx ends. Each barrier needs its own prefix.

@@ -27,6 +27,14 @@ type Creator interface {
 	Create(ctx context.Context, key string, value []byte) ([]byte, error)
 }
 
+// MultiGetter is implemented by stores that wait for several keys more
+// cheaply together than one by one: etcd reads and watches the keys' common
+// prefix once instead of each key. GetMany returns the keys' values, in
+// order, once all have one, or ctx's error. Exchange uses it (see GetMany).
+type MultiGetter interface {
+	GetMany(ctx context.Context, keys []string) ([][]byte, error)
+}
+
 // Adder is implemented by stores with atomic counters.
 type Adder interface {
 	// Add adds delta to the decimal integer stored under key (0 when key has

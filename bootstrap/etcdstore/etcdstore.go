@@ -39,6 +39,8 @@ var (
 	_ bootstrap.Store   = (*Store)(nil)
 	_ bootstrap.Creator = (*Store)(nil)
 	_ bootstrap.Adder   = (*Store)(nil)
+
+	_ bootstrap.MultiGetter = (*Store)(nil)
 )
 
 // Dial connects to etcd as cfg says and checks that it answers, within ctx
@@ -131,6 +133,93 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 		return nil, s.getErr(ctx, key, err)
 	}
 	return nil, s.fail("waiting for", key, errors.New("the watch ended: the client was closed or lost etcd"))
+}
+
+// GetMany returns the values of keys (distinct) once all have one
+// (bootstrap.MultiGetter): it reads the keys' common prefix, and when some
+// are missing, watches that prefix as Get watches a key, so that waiting
+// for n keys costs etcd two reads and one watch rather than n of each.
+func (s *Store) GetMany(ctx context.Context, keys []string) ([][]byte, error) {
+	for _, k := range keys {
+		if err := bootstrap.CheckSizes(k, nil); err != nil {
+			return nil, err
+		}
+	}
+	out := make([][]byte, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	index := make(map[string]int, len(keys))
+	for i, k := range keys {
+		index[s.prefix+k] = i
+	}
+	left := len(index)
+	take := func(k, v []byte) {
+		if i, ok := index[string(k)]; ok {
+			delete(index, string(k))
+			out[i] = append([]byte{}, v...)
+			left--
+		}
+	}
+	common := s.prefix + commonPrefix(keys)
+	read := func() error {
+		r, err := s.cli.Get(ctx, common, clientv3.WithPrefix())
+		if err != nil {
+			return s.missing(ctx, keys, index, err)
+		}
+		for _, kv := range r.Kvs {
+			take(kv.Key, kv.Value)
+		}
+		return nil
+	}
+	if err := read(); err != nil || left == 0 {
+		return out, err
+	}
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	for wr := range s.cli.Watch(wctx, common, clientv3.WithPrefix(), clientv3.WithCreatedNotify()) {
+		if err := wr.Err(); err != nil {
+			return nil, s.missing(ctx, keys, index, err)
+		}
+		if wr.Created {
+			if err := read(); err != nil {
+				return nil, err
+			}
+		}
+		for _, ev := range wr.Events {
+			if ev.Type == clientv3.EventTypePut {
+				take(ev.Kv.Key, ev.Kv.Value)
+			}
+		}
+		if left == 0 {
+			return out, nil
+		}
+	}
+	return nil, s.missing(ctx, keys, index, errors.New("the watch ended: the client was closed or lost etcd"))
+}
+
+// missing is GetMany's error: the first key still without a value.
+func (s *Store) missing(ctx context.Context, keys []string, index map[string]int, err error) error {
+	for i, k := range keys {
+		if _, ok := index[s.prefix+k]; ok {
+			return &bootstrap.MissingKeyError{Index: i, Key: k, Err: s.getErr(ctx, k, err)}
+		}
+	}
+	return s.getErr(ctx, keys[0], err)
+}
+
+// commonPrefix is the longest string every key starts with.
+func commonPrefix(keys []string) string {
+	if len(keys) == 0 {
+		return ""
+	}
+	p := keys[0]
+	for _, k := range keys[1:] {
+		for !strings.HasPrefix(k, p) {
+			p = p[:len(p)-1]
+		}
+	}
+	return p
 }
 
 // read returns key's value and true when it has one.

@@ -18,6 +18,54 @@ func Run(t *testing.T, newStore func(t *testing.T) bootstrap.Store) {
 	t.Run("Create", func(t *testing.T) { testCreate(t, newStore(t)) })
 	t.Run("Add", func(t *testing.T) { testAdd(t, newStore(t)) })
 	t.Run("CreateAddWakeGets", func(t *testing.T) { testWake(t, newStore(t)) })
+	t.Run("GetMany", func(t *testing.T) { testGetMany(t, newStore(t)) })
+}
+
+// GetMany (the store's own, when it has one) waits for keys set before and
+// after it starts, empty values too, and names the key it timed out on.
+func testGetMany(t *testing.T, s bootstrap.Store) {
+	ctx := timeout(t)
+	if err := s.Set(ctx, "many/0", []byte("zero")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Set(ctx, "other", []byte("not asked for")); err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{"many/2", "many/0", "many/10", "many/1"}
+	type result struct {
+		vals [][]byte
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		vals, err := bootstrap.GetMany(ctx, s, keys)
+		done <- result{vals, err}
+	}()
+	for _, kv := range [][2]string{{"many/1", "one"}, {"many/10", ""}, {"many/2", "two"}} {
+		if err := s.Set(ctx, kv[0], []byte(kv[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("GetMany: %v", r.err)
+	}
+	want := []string{"two", "zero", "", "one"}
+	if len(r.vals) != len(want) {
+		t.Fatalf("GetMany returned %d values, want %d", len(r.vals), len(want))
+	}
+	for i, w := range want {
+		if string(r.vals[i]) != w {
+			t.Errorf("GetMany value %d (%s) = %q, want %q", i, keys[i], r.vals[i], w)
+		}
+	}
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	_, err := bootstrap.GetMany(short, s, []string{"many/0", "never", "many/1"})
+	var me *bootstrap.MissingKeyError
+	if !errors.As(err, &me) || me.Index != 1 || me.Key != "never" || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("GetMany with a key nobody sets = %v; want a MissingKeyError for key 1, \"never\", wrapping the deadline", err)
+	}
 }
 
 func timeout(t *testing.T) context.Context {
