@@ -33,7 +33,6 @@ type comm struct {
 	hostS    hostBuf
 	hostR    hostBuf
 	attrs    *pointerAttrs
-	leak     bool // aborted: freeing could wait on a stuck kernel
 	released bool // destroyed, buffers freed
 
 	// Abort state, which the watchdog changes from another goroutine
@@ -42,6 +41,7 @@ type comm struct {
 	gone     atomic.Bool // h was aborted or destroyed
 	abortMu  sync.Mutex
 	why      error // why h is gone; set before gone
+	leak     bool  // aborted: freeing could wait on a stuck kernel
 	stopLife func() bool
 }
 
@@ -441,7 +441,10 @@ func (c *comm) destroy(timeout time.Duration) error {
 		}
 		c.abortMu.Unlock()
 	}
-	if c.leak || c.released {
+	c.abortMu.Lock()
+	leak := c.leak
+	c.abortMu.Unlock()
+	if leak || c.released {
 		// After an abort a kernel may still be stuck; cuMemFree would wait
 		// for the whole device. The memory goes with the process.
 		return err

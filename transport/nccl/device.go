@@ -15,7 +15,6 @@ import (
 type driver struct {
 	initOnce sync.Once
 	initErr  error
-	count    int
 	mu       sync.Mutex
 	ctxs     map[int]uintptr
 }
@@ -26,19 +25,19 @@ func (a *api) devices() (int, error) {
 	a.drv.initOnce.Do(func() {
 		if r := a.cuInit(0); r != cuSuccess {
 			a.drv.initErr = fmt.Errorf("%w: cuInit: %s (code %d); check the NVIDIA driver (nvidia-smi) and CUDA_VISIBLE_DEVICES", ErrNoDevice, a.cudaErrorString(r), r)
-			return
 		}
-		var n int32
-		if r := a.cuDeviceGetCount(&n); r != cuSuccess {
-			a.drv.initErr = fmt.Errorf("%w: cuDeviceGetCount: %s (code %d); check the NVIDIA driver (nvidia-smi)", ErrNoDevice, a.cudaErrorString(r), r)
-			return
-		}
-		if n == 0 {
-			a.drv.initErr = fmt.Errorf("%w: none is visible; check the NVIDIA driver (nvidia-smi) and CUDA_VISIBLE_DEVICES", ErrNoDevice)
-		}
-		a.drv.count = int(n)
 	})
-	return a.drv.count, a.drv.initErr
+	if a.drv.initErr != nil {
+		return 0, a.drv.initErr
+	}
+	var n int32
+	if r := a.cuDeviceGetCount(&n); r != cuSuccess {
+		return 0, fmt.Errorf("%w: cuDeviceGetCount: %s (code %d); check the NVIDIA driver (nvidia-smi)", ErrNoDevice, a.cudaErrorString(r), r)
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("%w: none is visible; check the NVIDIA driver (nvidia-smi) and CUDA_VISIBLE_DEVICES", ErrNoDevice)
+	}
+	return int(n), nil
 }
 
 // context returns device dev's primary context, retained once.
