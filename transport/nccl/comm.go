@@ -33,6 +33,7 @@ type comm struct {
 	hostS    hostBuf
 	hostR    hostBuf
 	attrs    *pointerAttrs
+	async    int32 // ncclCommGetAsyncError's result, in heap memory NCCL writes
 	released bool // destroyed, buffers freed
 
 	// Abort state, which the watchdog changes from another goroutine
@@ -172,13 +173,12 @@ func (c *comm) poll(ctx context.Context, what string, stream bool) error {
 		if c.gone.Load() {
 			return fmt.Errorf("%s: %w", what, c.usable())
 		}
-		var async int32
-		if r := c.a.ncclCommGetAsyncError(c.h, &async); r != ncclSuccess {
+		if r := c.a.ncclCommGetAsyncError(c.h, &c.async); r != ncclSuccess {
 			err := c.ncclErr("ncclCommGetAsyncError", r)
 			c.abort(err)
 			return err
 		}
-		switch async {
+		switch async := c.async; async {
 		case ncclSuccess:
 			if !stream {
 				return nil

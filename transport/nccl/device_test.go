@@ -335,3 +335,28 @@ func TestFakeNoLeak(t *testing.T) {
 		t.Errorf("%d device allocations left after Close, want %d", got, before)
 	}
 }
+
+// TestFakeDeviceAllocs: a device all-reduce allocates only what purego
+// allocates per C call (8 bytes for SyscallN's arguments): here
+// cuCtxSetCurrent, cuPointerGetAttributes, ncclAllReduce and three polling
+// rounds of ncclCommGetAsyncError and cuStreamQuery (the fake answers "not
+// ready" twice), 9 calls. RegisterFunc's reflection made it 37.
+func TestFakeDeviceAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own")
+	}
+	a, _ := loadFake(t)
+	tr := connectFake(t, a)
+	m := deviceCopy(t, a, 0, make([]byte, 64))
+	h := header(16, reduce.Float32, reduce.Sum, 0)
+	buf := m.Buffer()
+	ctx := context.Background()
+	got := testing.AllocsPerRun(100, func() {
+		if err := tr.AllReduceDevice(ctx, h, buf, buf); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if got > 9 {
+		t.Errorf("%v allocations per device all-reduce, want at most 9 (one per C call)", got)
+	}
+}
