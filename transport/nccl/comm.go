@@ -34,7 +34,7 @@ type comm struct {
 	hostR    hostBuf
 	attrs    *pointerAttrs
 	async    int32 // ncclCommGetAsyncError's result, in heap memory NCCL writes
-	released bool // destroyed, buffers freed
+	released bool  // destroyed, buffers freed
 
 	// Abort state, which the watchdog changes from another goroutine
 	// while an operation holds mu.
