@@ -76,6 +76,17 @@ func newComm(t *Transport, rank int) *comm {
 	return c
 }
 
+// createStream makes the communicator's stream, which does not wait for
+// the legacy default stream.
+func (c *comm) createStream() error {
+	return c.onDevice(func() error {
+		if r := c.a.cuStreamCreate(&c.stream, cuStreamNonBlocking); r != cuSuccess {
+			return c.cudaErr("cuStreamCreate", r)
+		}
+		return nil
+	})
+}
+
 // onDevice runs f on one OS thread with this communicator's device
 // current: a CUDA context belongs to the thread, and goroutines move
 // between threads.
