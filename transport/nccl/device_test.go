@@ -360,3 +360,37 @@ func TestFakeDeviceAllocs(t *testing.T) {
 		t.Errorf("%v allocations per device all-reduce, want at most 9 (one per C call)", got)
 	}
 }
+
+// TestFakeNonBlockingHostPath: on a non-blocking communicator the fake's
+// collectives and init return ncclInProgress; the host path polls them to
+// the end and the data still arrives element by element.
+func TestFakeNonBlockingHostPath(t *testing.T) {
+	a, ctl := loadFake(t)
+	tr := connectFakeWith(t, a, Config{Rank: 0, Size: 1, NonBlocking: true})
+	if tr.main.blocking {
+		t.Fatal("NonBlocking made a blocking communicator")
+	}
+	const n = 29
+	for _, dt := range reduce.DTypes {
+		send := make([]byte, n*dt.Size())
+		verify.Fill(dt, reduce.Min, send, 4, 0)
+		recv := make([]byte, len(send))
+		if err := tr.AllReduce(context.Background(), header(n, dt, reduce.Min, -1), send, recv); err != nil {
+			t.Fatalf("%v: %v", dt, err)
+		}
+		if w := verify.Wrong(dt, recv, send); w != 0 {
+			t.Errorf("%v: %d wrong elements", dt, w)
+		}
+	}
+	s, r := []byte("non-blocking exchange"), make([]byte, 21)
+	if err := tr.Exchange(context.Background(), []Transfer{{0, s}}, []Transfer{{0, r}}); err != nil || !bytes.Equal(s, r) {
+		t.Errorf("exchange: %v, %q", err, r)
+	}
+	before := ctl.destroys()
+	if err := tr.Close(); err != nil {
+		t.Errorf("close (ncclCommFinalize polled, then destroy): %v", err)
+	}
+	if ctl.destroys() != before+1 {
+		t.Errorf("close destroyed %d communicators, want 1", ctl.destroys()-before)
+	}
+}
