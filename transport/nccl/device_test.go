@@ -394,3 +394,52 @@ func TestFakeNonBlockingHostPath(t *testing.T) {
 		t.Errorf("close destroyed %d communicators, want 1", ctl.destroys()-before)
 	}
 }
+
+// TestFakeGroupDevice: collectives and a send/receive pair in one NCCL
+// group on device memory, checked element by element; a bad operation is
+// refused before NCCL is called.
+func TestFakeGroupDevice(t *testing.T) {
+	a, ctl := loadFake(t)
+	tr := connectFake(t, a)
+	const n = 19
+	dt := reduce.Float64
+	in := make([]byte, n*dt.Size())
+	verify.Fill(dt, reduce.Sum, in, 8, 0)
+	s1, s2 := deviceCopy(t, a, 0, in), deviceCopy(t, a, 0, in)
+	r1, r2 := deviceCopy(t, a, 0, make([]byte, len(in))), deviceCopy(t, a, 0, make([]byte, len(in)))
+	r3 := deviceCopy(t, a, 0, make([]byte, len(in)))
+	h := header(n, dt, reduce.Sum, 0)
+	ops := []transport.DeviceOp{
+		{Coll: transport.CollAllReduce, Header: h, Send: s1.Buffer(), Recv: r1.Buffer()},
+		{Coll: transport.CollAllGather, Header: h, Send: s2.Buffer(), Recv: r2.Buffer()},
+		{Coll: transport.CollSendRecv, Send: s1.Buffer(), Peer: 0},
+		{Coll: transport.CollSendRecv, Recv: r3.Buffer(), Peer: 0},
+	}
+	if err := tr.GroupDevice(context.Background(), ops); err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range []*Memory{r1, r2, r3} {
+		if w := verify.Wrong(dt, hostCopy(t, m, len(in)), in); w != 0 {
+			t.Errorf("operation %d of the group: %d wrong elements", i, w)
+		}
+	}
+	var before, after [8]int64
+	ctl.last(&before)
+	for _, c := range []struct {
+		op   transport.DeviceOp
+		want string
+	}{
+		{transport.DeviceOp{Coll: transport.CollGather, Header: h, Send: s1.Buffer(), Recv: r1.Buffer()}, "gather is not a collective NCCL runs on device memory"},
+		{transport.DeviceOp{Coll: transport.CollSendRecv, Send: s1.Buffer(), Recv: r1.Buffer()}, "a send or a receive, not both"},
+		{transport.DeviceOp{Coll: transport.CollSendRecv, Send: s1.Buffer(), Peer: 4}, "peer rank 4 outside [0, 1)"},
+		{transport.DeviceOp{Coll: transport.CollAllReduce, Header: header(n+1, dt, reduce.Sum, 0), Send: s1.Buffer(), Recv: r1.Buffer()}, "both must hold the header's count of 20"},
+	} {
+		err := tr.GroupDevice(context.Background(), append([]transport.DeviceOp{ops[0]}, c.op))
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "nccl: rank 0: ") {
+			t.Errorf("group with %+v: %v, want %q", c.op, err, c.want)
+		}
+	}
+	if ctl.last(&after); after != before {
+		t.Errorf("a refused group reached NCCL: %v, was %v", after, before)
+	}
+}

@@ -88,6 +88,7 @@ var (
 	_ transport.NativeCollectives = (*Transport)(nil)
 	_ transport.DeviceCollectives = (*Transport)(nil)
 	_ transport.DeviceExchanger   = (*Transport)(nil)
+	_ transport.DeviceGrouper     = (*Transport)(nil)
 )
 
 // Available returns nil when NCCL and the CUDA driver load on this machine,
