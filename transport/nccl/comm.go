@@ -179,6 +179,16 @@ func (s *spinner) wait() {
 // the network surfaces here, and it aborts the communicator when ctx or the
 // transport's life ends: a stuck collective returns an error, never hangs.
 func (c *comm) poll(ctx context.Context, what string, stream bool) error {
+	if stream {
+		// cuStreamQuery wants the stream's context current on the thread.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if r := c.a.cuCtxSetCurrent(c.cuCtx); r != cuSuccess {
+			err := fmt.Errorf("%s: %w", what, c.cudaErr("cuCtxSetCurrent", r))
+			c.abort(err)
+			return err
+		}
+	}
 	var s spinner
 	for {
 		if c.gone.Load() {

@@ -110,10 +110,10 @@ func TestFakeDeviceBadBuffers(t *testing.T) {
 	good := deviceCopy(t, a, 0, make([]byte, 64))
 	freed := deviceCopy(t, a, 0, make([]byte, 64))
 	freedBuf := freed.Buffer()
+	other := deviceCopy(t, a, 1, make([]byte, 64)) // before the free, which lets malloc reuse the address
 	if err := freed.Free(); err != nil {
 		t.Fatal(err)
 	}
-	other := deviceCopy(t, a, 1, make([]byte, 64))
 	hostMem := make([]byte, 64)
 	host := transport.DeviceBuffer{Ptr: uintptr(unsafe.Pointer(&hostMem[0])), Len: 64}
 	lying := other.Buffer()
@@ -338,9 +338,10 @@ func TestFakeNoLeak(t *testing.T) {
 
 // TestFakeDeviceAllocs: a device all-reduce allocates only what purego
 // allocates per C call (8 bytes for SyscallN's arguments): here
-// cuCtxSetCurrent, cuPointerGetAttributes, ncclAllReduce and three polling
-// rounds of ncclCommGetAsyncError and cuStreamQuery (the fake answers "not
-// ready" twice), 9 calls. RegisterFunc's reflection made it 37.
+// cuCtxSetCurrent, cuPointerGetAttributes, ncclAllReduce, cuCtxSetCurrent
+// again for polling, and three polling rounds of ncclCommGetAsyncError and
+// cuStreamQuery (the fake answers "not ready" twice), 10 calls.
+// RegisterFunc's reflection made it 37.
 func TestFakeDeviceAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates on its own")
@@ -356,8 +357,8 @@ func TestFakeDeviceAllocs(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	if got > 9 {
-		t.Errorf("%v allocations per device all-reduce, want at most 9 (one per C call)", got)
+	if got > 10 {
+		t.Errorf("%v allocations per device all-reduce, want at most 10 (one per C call)", got)
 	}
 }
 
