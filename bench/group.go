@@ -151,40 +151,9 @@ func runGroup(ctx context.Context, c *collkit.Comm, cfg Config, each func(Row)) 
 	}
 	var rows []Row
 	for _, size := range sizes {
-		g, err := newGrouped(c, cfg, size)
+		row, err := groupRow(ctx, c, cfg, size)
 		if err != nil {
 			return rows, err
-		}
-		if g.dev != nil {
-			defer g.dev.free()
-		}
-		algo := c.Choose(size)
-		switch {
-		case cfg.Device && !cfg.NoFusion:
-			algo = fmt.Sprintf("%d in one NCCL group: %s", cfg.Group, algo)
-		case !cfg.NoFusion:
-			algo = fmt.Sprintf("%d fused: %s", cfg.Group, c.Choose(size*int64(cfg.Group)))
-		}
-		row := Row{Bytes: size, Count: size / int64(cfg.DType.Size()), DType: cfg.DType.String(), Op: cfg.Op.String(), Root: -1, Algorithm: algo}
-		if row.OutOfPlace, err = measure(ctx, c, cfg, func() error { return g.run(ctx, false) }); err != nil {
-			return rows, err
-		}
-		if row.InPlace, err = measure(ctx, c, cfg, func() error { return g.run(ctx, true) }); err != nil {
-			return rows, err
-		}
-		if cfg.Check > 0 {
-			if row.OutOfPlace.Wrong, row.InPlace.Wrong, err = g.check(ctx); err != nil {
-				return rows, err
-			}
-			row.OutOfPlace.Checked, row.InPlace.Checked = true, true
-		}
-		for _, m := range []*Measurement{&row.OutOfPlace, &row.InPlace} {
-			moved := size * int64(cfg.Group)
-			if cfg.PerOperation {
-				m.scale(float64(cfg.Group))
-				moved = size
-			}
-			m.setBandwidth(moved, AllReduceBusFactor(c.Size()))
 		}
 		rows = append(rows, row)
 		if each != nil {
@@ -192,4 +161,45 @@ func runGroup(ctx context.Context, c *collkit.Comm, cfg Config, each func(Row)) 
 		}
 	}
 	return rows, nil
+}
+
+// groupRow measures and checks the group at one size; its buffers, on the
+// GPU too with Config.Device, live only while it runs.
+func groupRow(ctx context.Context, c *collkit.Comm, cfg Config, size int64) (Row, error) {
+	g, err := newGrouped(c, cfg, size)
+	if err != nil {
+		return Row{}, err
+	}
+	if g.dev != nil {
+		defer g.dev.free()
+	}
+	algo := c.Choose(size)
+	switch {
+	case cfg.Device && !cfg.NoFusion:
+		algo = fmt.Sprintf("%d in one NCCL group: %s", cfg.Group, algo)
+	case !cfg.NoFusion:
+		algo = fmt.Sprintf("%d fused: %s", cfg.Group, c.Choose(size*int64(cfg.Group)))
+	}
+	row := Row{Bytes: size, Count: size / int64(cfg.DType.Size()), DType: cfg.DType.String(), Op: cfg.Op.String(), Root: -1, Algorithm: algo}
+	if row.OutOfPlace, err = measure(ctx, c, cfg, func() error { return g.run(ctx, false) }); err != nil {
+		return row, err
+	}
+	if row.InPlace, err = measure(ctx, c, cfg, func() error { return g.run(ctx, true) }); err != nil {
+		return row, err
+	}
+	if cfg.Check > 0 {
+		if row.OutOfPlace.Wrong, row.InPlace.Wrong, err = g.check(ctx); err != nil {
+			return row, err
+		}
+		row.OutOfPlace.Checked, row.InPlace.Checked = true, true
+	}
+	for _, m := range []*Measurement{&row.OutOfPlace, &row.InPlace} {
+		moved := size * int64(cfg.Group)
+		if cfg.PerOperation {
+			m.scale(float64(cfg.Group))
+			moved = size
+		}
+		m.setBandwidth(moved, AllReduceBusFactor(c.Size()))
+	}
+	return row, nil
 }
