@@ -22,8 +22,17 @@ func loadDefault() (*api, error) {
 	return defaultAPI, defaultErr
 }
 
-// open dlopens the first candidate of lib that loads.
+// open dlopens the first candidate of lib that loads. The plain names go
+// first, on their own: when the loader finds the library, no directory is
+// searched and no python3 is asked.
 func open(e searchEnv, lib library) (uintptr, string, error) {
+	if e.getenv(lib.env) == "" {
+		for _, name := range lib.sonames {
+			if h, err := purego.Dlopen(name, purego.RTLD_NOW|purego.RTLD_GLOBAL); err == nil {
+				return h, name, nil
+			}
+		}
+	}
 	tried := e.candidates(lib)
 	errs := make([]error, len(tried))
 	for i, path := range tried {
