@@ -42,8 +42,9 @@ type Config struct {
 	NonBlocking bool
 }
 
-// ErrNoDevice is wrapped by Connect when NCCL loads but no CUDA device can
-// be used (no driver, no GPU, CUDA_VISIBLE_DEVICES empty).
+// ErrNoDevice is wrapped by Connect, Alloc and DeviceCount when NCCL loads
+// but no CUDA device can be used (no driver, no GPU, CUDA_VISIBLE_DEVICES
+// empty), or the device asked for is not one of those visible.
 var ErrNoDevice = errors.New("no CUDA device")
 
 // DefaultCloseTimeout is Config.CloseTimeout's zero value.
