@@ -301,7 +301,8 @@ func (c *comm) checkBuffer(nb namedBuffer) error {
 	default:
 		return bad("the CUDA driver does not know it as device memory (host memory, or freed); pass memory from nccl.Alloc or cudaMalloc, or host memory to the []byte method")
 	}
-	if int(at.ordinal) != b.Device {
+	// Managed memory may live anywhere; NCCL takes it wherever it is.
+	if at.memType == cuMemoryTypeDevice && int(at.ordinal) != b.Device {
 		return bad("the memory is on GPU %d, not GPU %d as the buffer says; this rank runs on GPU %d", at.ordinal, b.Device, c.dev)
 	}
 	if end := at.start + at.size; b.Ptr+uintptr(b.Len) > end {
