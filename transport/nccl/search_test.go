@@ -3,6 +3,7 @@ package nccl
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -41,18 +42,18 @@ func TestCandidatesOverride(t *testing.T) {
 
 func TestCandidatesPipLayouts(t *testing.T) {
 	venvNCCL := "/venv/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so.2"
-	venvCudart := "/venv/lib/python3.11/site-packages/nvidia/cuda_runtime/lib/libcudart.so.12"
 	userNCCL := "/home/u/.local/lib/python3.10/site-packages/nvidia/nccl/lib/libnccl.so.2"
-	e := fakeEnv(map[string]string{"VIRTUAL_ENV": "/venv", "HOME": "/home/u"}, venvNCCL, venvCudart, userNCCL)
+	driver := "/usr/lib/x86_64-linux-gnu/libcuda.so.1"
+	e := fakeEnv(map[string]string{"VIRTUAL_ENV": "/venv", "HOME": "/home/u"}, venvNCCL, userNCCL, driver)
 	got := e.candidates(ncclLibrary)
 	want := []string{"libnccl.so.2", "libnccl.so", venvNCCL, userNCCL}
 	if !slices.Equal(got, want) {
 		t.Errorf("nccl candidates %v, want %v", got, want)
 	}
-	got = e.candidates(cudartLibrary)
-	want = []string{"libcudart.so.12", "libcudart.so.11.0", "libcudart.so.11", "libcudart.so", venvCudart}
+	got = e.candidates(cudaLibrary)
+	want = []string{"libcuda.so.1", "libcuda.so", driver}
 	if !slices.Equal(got, want) {
-		t.Errorf("cudart candidates %v, want %v", got, want)
+		t.Errorf("driver candidates %v, want %v", got, want)
 	}
 }
 
@@ -63,7 +64,7 @@ func TestNotFoundMessage(t *testing.T) {
 		t.Fatalf("%v does not wrap ErrNotAvailable", err)
 	}
 	for _, want := range []string{"nccl: NCCL not available: libnccl.so.2 not found (searched: ",
-		"/venv/lib/python3.12/site-packages/nvidia/nccl/lib", "pip install nvidia-nccl-cu12", EnvNCCLLib} {
+		"/venv/lib/python3.12/site-packages/nvidia/nccl/lib", "pip install nvidia-nccl-cu13", "/venv/lib/python3.12/site-packages/nvidia/cu13/lib", EnvNCCLLib} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
@@ -126,21 +127,33 @@ func TestMappingTables(t *testing.T) {
 			t.Errorf("versionString(%d) = %s, want %s", v, got, want)
 		}
 	}
-	for algo, want := range map[string]string{"": "", "ring": "Ring", "tree": "Tree"} {
-		if got, err := algoEnv(algo); err != nil || got != want {
-			t.Errorf("algoEnv(%q) = %q, %v", algo, got, err)
+	for _, c := range []struct {
+		algo string
+		v    int
+		want string
+	}{{"", 22105, ""}, {"ring", 22105, "Ring"}, {"ring", 22400, "allreduce:ring"}, {"tree", 22703, "allreduce:tree"}, {"tree", 23000, "allreduce:tree"}} {
+		if got, err := algoEnv(c.algo, c.v); err != nil || got != c.want {
+			t.Errorf("algoEnv(%q, %d) = %q, %v; want %q", c.algo, c.v, got, err, c.want)
 		}
 	}
-	if _, err := algoEnv("halvingdoubling"); err == nil {
+	// Tree on an NCCL that sets it for every collective would break
+	// broadcast, all-gather and reduce-scatter.
+	if _, err := algoEnv("tree", 22105); err == nil || !strings.Contains(err.Error(), "needs NCCL 2.24 or newer, this is 2.21.5") {
+		t.Errorf("tree on NCCL 2.21.5: %v", err)
+	}
+	if _, err := algoEnv("halvingdoubling", 22703); err == nil {
 		t.Error("algoEnv accepted halvingdoubling")
 	}
 }
 
 func TestConfigStructLayout(t *testing.T) {
-	c := nonBlockingConfig()
+	c := configure(false)
 	// ncclConfig_t of NCCL 2.18 on LP64: size_t, 6 ints, a pointer, an int.
 	if c.Size != 48 || c.Magic != 0xcafebeef || c.Version != 21800 || c.Blocking != 0 {
 		t.Errorf("config %+v", c)
+	}
+	if b := configure(true); b.Blocking != 1 || b.Size != 48 {
+		t.Errorf("blocking config %+v", b)
 	}
 }
 
@@ -190,5 +203,52 @@ func TestConfigValidation(t *testing.T) {
 		if _, err := newWith(c, nil); err == nil || !strings.Contains(err.Error(), "invalid config") {
 			t.Errorf("config %+v: %v", c, err)
 		}
+	}
+}
+
+// TestCandidatesWithoutVariables: the GPU machine's layout, a CUDA 13
+// venv under /opt with no VIRTUAL_ENV, is found; so are the CUDA 13
+// wheels' shared directory, the python3 on PATH's own site-packages, and
+// a ./.venv.
+func TestCandidatesWithoutVariables(t *testing.T) {
+	torch := "/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2"
+	cu13 := "/srv/py/lib/python3.13/site-packages/nvidia/cu13/lib/libnccl.so.2"
+	local := ".venv/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so.2"
+	e := fakeEnv(map[string]string{"HOME": "/home/u"}, torch, cu13, local)
+	e.python = func() ([]string, error) { return []string{"/srv/py/lib/python3.13/site-packages"}, nil }
+	got := e.candidates(ncclLibrary)
+	for _, want := range []string{torch, cu13, local} {
+		if !slices.Contains(got, want) {
+			t.Errorf("candidates %v lack %s", got, want)
+		}
+	}
+	// The python3 on PATH comes before the guessed locations.
+	if i, j := slices.Index(got, cu13), slices.Index(got, torch); i > j {
+		t.Errorf("python3's site-packages (%d) after /opt/*/.venv (%d): %v", i, j, got)
+	}
+	err := e.notFound(ncclLibrary, nil, nil)
+	for _, want := range []string{"/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib", "/srv/py/lib/python3.13/site-packages/nvidia/cu13/lib", EnvNCCLLib} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("not-found error %q lacks %q", err, want)
+		}
+	}
+}
+
+// TestPythonSitePackages asks a python3 on PATH (a script here) and keeps
+// only package directories.
+func TestPythonSitePackages(t *testing.T) {
+	dir := t.TempDir()
+	script := "#!/bin/sh\nprintf '/x/lib/python3.12/site-packages\\n/x/lib/python312.zip\\n/usr/lib/python3/dist-packages\\n'\n"
+	if err := os.WriteFile(filepath.Join(dir, "python3"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir)
+	got, err := pythonSitePackages()
+	if err != nil || !slices.Equal(got, []string{"/x/lib/python3.12/site-packages", "/usr/lib/python3/dist-packages"}) {
+		t.Errorf("pythonSitePackages() = %v, %v", got, err)
+	}
+	t.Setenv("PATH", t.TempDir())
+	if _, err := pythonSitePackages(); err == nil {
+		t.Error("no python3 on PATH, but no error")
 	}
 }
