@@ -38,6 +38,9 @@ type Config struct {
 	// IntraTransport, if set, carries the intra-node level instead of a group
 	// of the main transport. It connects exactly this rank's node: its Size
 	// is the node's number of ranks and its Rank this rank's local rank.
+	// When it runs collectives itself (transport.NativeCollectives, such
+	// as NCCL), the intra-node phases are its own reduce-scatter and
+	// all-gather (or reduce and broadcast), even with one rank per node.
 	IntraTransport transport.Transport
 	// InterTransport, if set, carries the inter-node level instead of a group
 	// of the main transport. It connects this rank with the ranks of the
@@ -163,10 +166,11 @@ func (c Config) AllReduce(ctx context.Context, t transport.Transport, h transpor
 	// method value c.Ring.AllReduce would cost an allocation per call.
 	intra, inter := c.Intra, c.Inter
 	size := len(tp.nodes[tp.node])
+	native := c.nativeIntra()
 	switch {
 	case len(tp.nodes) == 1:
 		return c.flat(ctx, "intra-node", intra, c.IntraTransport, t, h, send, recv)
-	case tp.even && size == 1:
+	case tp.even && size == 1 && native == nil:
 		return c.flat(ctx, "inter-node", inter, c.InterTransport, t, h, send, recv)
 	}
 	if !pipeline.SameBuffer(send, recv) {
@@ -178,9 +182,12 @@ func (c Config) AllReduce(ctx context.Context, t transport.Transport, h transpor
 		x.h.Op = reduce.Sum
 		x.avg = true
 	}
-	if tp.even {
+	switch {
+	case native != nil:
+		err = x.native(ctx, native, recv, es)
+	case tp.even:
 		err = x.shards(ctx, recv, es)
-	} else {
+	default:
 		err = x.leaders(ctx, recv)
 	}
 	*x = run{}
