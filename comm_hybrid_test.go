@@ -1,0 +1,237 @@
+package collkit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ebitengine/purego"
+
+	"github.com/collkit/collkit/bootstrap"
+	"github.com/collkit/collkit/reduce"
+	"github.com/collkit/collkit/transport/nccl"
+	"github.com/collkit/collkit/verify"
+)
+
+// The hybrid hierarchical all-reduce (IntraNode "nccl") against NCCL. NCCL
+// is loaded once per process, so each case runs this test binary again
+// with the libraries it names in COLLKIT_NCCL_LIB/COLLKIT_CUDART_LIB:
+//
+//   - fake: the fake library of transport/nccl's tests (built here with
+//     gcc), which holds a world of ONE rank: two simulated nodes of one
+//     rank each, NCCL inside each node, TCP between them.
+//   - missing: libraries that do not exist: Connect fails on every rank
+//     with an error wrapping nccl.ErrNotAvailable that says what to do.
+//
+// With COLLKIT_HYBRID_GPU=1 (gpu-kit/run.sh sets it) the same check runs
+// in this process on the NCCL and GPU the search finds, and it fails,
+// never skips, when there are none.
+
+const hybridChildVar = "COLLKIT_HYBRID_CHILD"
+
+// runHybridChild runs test name again in a child process with env added,
+// and returns its output; it fails the test when the child fails.
+func runHybridChild(t *testing.T, name string, env ...string) string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+name+"$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child %s (%s): %v\n%s", name, strings.Join(env, " "), err, out)
+	}
+	if !strings.Contains(string(out), "--- PASS: "+name) {
+		t.Fatalf("child %s did not pass (skipped or not run):\n%s", name, out)
+	}
+	return string(out)
+}
+
+// buildFakeNCCL compiles transport/nccl's fake library into a temporary
+// directory, or skips the test when there is no C compiler.
+func buildFakeNCCL(t *testing.T) string {
+	t.Helper()
+	if runtime.GOOS != "linux" || (runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64") {
+		t.Skipf("NCCL loads on linux/amd64 and linux/arm64 only, not %s/%s", runtime.GOOS, runtime.GOARCH)
+	}
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skipf("no gcc to build the fake NCCL library: %v", err)
+	}
+	so := filepath.Join(t.TempDir(), "libfake_nccl_for_tests.so")
+	src := filepath.Join("transport", "nccl", "testdata", "fake_nccl_for_tests.c")
+	if out, err := exec.Command(gcc, "-shared", "-fPIC", "-O1", "-o", so, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc %s: %v\n%s", src, err, out)
+	}
+	return so
+}
+
+func TestHybridNCCLFake(t *testing.T) {
+	switch os.Getenv(hybridChildVar) {
+	case "fake":
+		hybridAllReduces(t, os.Getenv(nccl.EnvNCCLLib))
+		return
+	case "":
+	default:
+		t.Skip("a child of another case")
+	}
+	so := buildFakeNCCL(t)
+	runHybridChild(t, "TestHybridNCCLFake", hybridChildVar+"=fake", nccl.EnvNCCLLib+"="+so, nccl.EnvCUDARTLib+"="+so)
+}
+
+func TestHybridNCCLMissing(t *testing.T) {
+	switch os.Getenv(hybridChildVar) {
+	case "missing":
+		hybridMissing(t)
+		return
+	case "":
+	default:
+		t.Skip("a child of another case")
+	}
+	missing := filepath.Join(t.TempDir(), "no-such-libnccl.so.2")
+	runHybridChild(t, "TestHybridNCCLMissing", hybridChildVar+"=missing", nccl.EnvNCCLLib+"="+missing, nccl.EnvCUDARTLib+"="+missing)
+}
+
+// TestHybridNCCLGPU is the check on a GPU machine: the hybrid all-reduce on
+// the real NCCL, two simulated nodes of one rank each on GPU 0.
+func TestHybridNCCLGPU(t *testing.T) {
+	if os.Getenv("COLLKIT_HYBRID_GPU") != "1" {
+		t.Skip("set COLLKIT_HYBRID_GPU=1 on a machine with NCCL and a GPU (gpu-kit/run.sh does)")
+	}
+	if err := nccl.Available(); err != nil {
+		t.Fatalf("COLLKIT_HYBRID_GPU=1 but NCCL does not load: %v", err)
+	}
+	hybridAllReduces(t, "")
+}
+
+// hybridComms connects n ranks as goroutines: TCP between nodes numbered
+// by SimulatedNodes, NCCL inside each.
+func hybridComms(t *testing.T, n, nodes int) ([]*Comm, []error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	store := bootstrap.NewMemStore()
+	cs := make([]*Comm, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Go(func() {
+			cs[r], errs[r] = ConnectStore(ctx, bootstrap.Env{Rank: r, Size: n, JobID: "hybrid"}, store, Options{
+				Transport: "tcp", Algorithm: "hierarchical", SimulatedNodes: nodes, IntraNode: "nccl", Timeout: time.Minute,
+			})
+		})
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, c := range cs {
+			if c != nil {
+				c.Close()
+			}
+		}
+	})
+	return cs, errs
+}
+
+// hybridAllReduces checks every dtype and op, out of place and in place,
+// element by element, on two nodes of one rank each; with the fake library
+// at fake it also checks that the all-reduce went through NCCL.
+func hybridAllReduces(t *testing.T, fake string) {
+	cs, errs := hybridComms(t, 2, 2)
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	for r, c := range cs {
+		if _, ok := c.intra.(*nccl.Transport); !ok {
+			t.Fatalf("rank %d: the intra-node transport is %T, want *nccl.Transport", r, c.intra)
+		}
+		if c.intra.Size() != 1 || c.intra.Rank() != 0 {
+			t.Fatalf("rank %d: the intra-node NCCL communicator is rank %d of %d, want 0 of 1", r, c.intra.Rank(), c.intra.Size())
+		}
+	}
+	var last func(*[8]int64)
+	if fake != "" {
+		h, err := purego.Dlopen(fake, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		purego.RegisterLibFunc(&last, h, "fake_last")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	seed := uint64(7)
+	for _, dt := range reduce.DTypes {
+		for _, op := range reduce.Ops {
+			for _, count := range []int{0, 1, 2, 7, 1000, 4099} {
+				for _, inPlace := range []bool{false, true} {
+					seed++
+					name := fmt.Sprintf("%v/%v/count=%d/inPlace=%v", dt, op, count, inPlace)
+					if last != nil {
+						var calls [8]int64
+						last(&calls) // reset by reading; the fake keeps the last call only
+					}
+					got := make([][]byte, len(cs))
+					err := errors.Join(eachComm(cs, func(r int, c *Comm) error {
+						send := make([]byte, count*dt.Size())
+						verify.Fill(dt, op, send, seed, r)
+						recv := send
+						if !inPlace {
+							recv = make([]byte, len(send))
+						}
+						got[r] = recv
+						return c.AllReduce(ctx, dt, op, send, recv)
+					})...)
+					if err != nil {
+						t.Fatalf("%s: %v", name, err)
+					}
+					want := make([]byte, count*dt.Size())
+					verify.Expect(dt, op, want, seed, len(cs))
+					for r := range cs {
+						if wrong := verify.Wrong(dt, got[r], want); wrong > 0 {
+							t.Fatalf("%s: rank %d: %d of %d elements wrong", name, r, wrong, count)
+						}
+					}
+					if last != nil && count > 0 {
+						var calls [8]int64
+						last(&calls)
+						if calls[0] != 4 || calls[1] != int64(count) { // ncclAllGather of the whole buffer
+							t.Fatalf("%s: the last NCCL call was %d with count %d, want the intra-node all-gather (4) of %d elements", name, calls[0], calls[1], count)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// hybridMissing: without NCCL, Connect fails on every rank, saying where
+// NCCL was looked for and what to do instead.
+func hybridMissing(t *testing.T) {
+	_, errs := hybridComms(t, 2, 2)
+	t.Logf("rank 0: %v", errs[0])
+	for r, err := range errs {
+		if !errors.Is(err, nccl.ErrNotAvailable) {
+			t.Fatalf("rank %d: %v, want an error wrapping nccl.ErrNotAvailable", r, err)
+		}
+		for _, says := range []string{fmt.Sprintf("rank %d", r), "inside node", nccl.EnvNCCLLib, `IntraNode "shm" or "group"`} {
+			if !strings.Contains(err.Error(), says) {
+				t.Errorf("rank %d: error does not say %q: %v", r, says, err)
+			}
+		}
+	}
+}
+
+func eachComm(cs []*Comm, fn func(r int, c *Comm) error) []error {
+	errs := make([]error, len(cs))
+	var wg sync.WaitGroup
+	for r, c := range cs {
+		wg.Go(func() { errs[r] = fn(r, c) })
+	}
+	wg.Wait()
+	return errs
+}
