@@ -50,7 +50,7 @@ func connectIntraNCCL(ctx context.Context, env bootstrap.Env, store bootstrap.St
 	}
 	t, err := nccl.New(nccl.Config{Rank: local, Size: size, LocalRank: dev, Name: env.JobID + "/intra/" + strconv.Itoa(node)})
 	if err := connect(ctx, store, t, err); err != nil {
-		what := fmt.Sprintf("NCCL inside node %d (local rank %d of %d, GPU index %d) for the hierarchical all-reduce (Options.IntraNode \"nccl\")", node, local, size, dev)
+		what := fmt.Sprintf("NCCL inside node %d (local rank %d of %d) for the hierarchical all-reduce (Options.IntraNode \"nccl\")", node, local, size)
 		if errors.Is(err, nccl.ErrNotAvailable) || errors.Is(err, nccl.ErrNoDevice) {
 			return nil, fmt.Errorf("%s: %w; or keep the main transport inside nodes with Options.IntraNode \"shm\" or \"group\" (collbench --intra shm|group)", what, err)
 		}

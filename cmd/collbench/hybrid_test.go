@@ -1,0 +1,94 @@
+package main
+
+import (
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/collkit/collkit"
+)
+
+// --intra: what it accepts, and the mistakes refused before anything runs.
+func TestIntraFlag(t *testing.T) {
+	o, err := parse(t, "--algo", "hierarchical", "--nodes", "2", "--np", "2", "--transport", "tcp", "--intra", "nccl")
+	if collkit.TransportAvailable("nccl") != nil { // refused here, before any rank starts
+		if err == nil || !strings.Contains(err.Error(), "--intra nccl: ") || !strings.Contains(err.Error(), "--intra shm or group") {
+			t.Fatalf("--intra nccl without NCCL: %v, want the reason and what to use instead", err)
+		}
+	} else if err != nil || o.intra != "nccl" {
+		t.Fatalf("--intra nccl: %v, intra %q", err, o.intra)
+	}
+	if o, err := parse(t, "--algo", "hierarchical", "--intra", "group"); err != nil || o.intra != "group" {
+		t.Fatalf("--intra group: %v, intra %q", err, o.intra)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--algo", "hierarchical", "--intra", "gpu"}, `--intra "gpu": want shm, group or nccl`},
+		{[]string{"--algo", "ring", "--intra", "nccl"}, "only --algo hierarchical has an intra-node level"},
+	} {
+		if _, err := parse(t, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want an error saying %q", c.args, err, c.want)
+		}
+	}
+}
+
+// fakeNCCL builds transport/nccl's fake library (a world of ONE rank) for
+// the ranks of a collbench run, or skips without gcc.
+func fakeNCCL(t *testing.T) string {
+	t.Helper()
+	if runtime.GOOS != "linux" || (runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64") {
+		t.Skipf("NCCL loads on linux/amd64 and linux/arm64 only")
+	}
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skipf("no gcc to build the fake NCCL library: %v", err)
+	}
+	so := filepath.Join(t.TempDir(), "libfake_nccl_for_tests.so")
+	src := filepath.Join("..", "..", "transport", "nccl", "testdata", "fake_nccl_for_tests.c")
+	if out, err := exec.Command(gcc, "-shared", "-fPIC", "-O1", "-o", so, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	return so
+}
+
+// The GPU machine's hybrid run, on the fake library: two simulated nodes
+// of one rank each, NCCL inside each, TCP between them, every dtype and
+// op checked element by element.
+func TestHybridOverFakeNCCL(t *testing.T) {
+	so := fakeNCCL(t)
+	stdout, stderr, code := collbench(t, []string{"COLLKIT_NCCL_LIB=" + so, "COLLKIT_CUDART_LIB=" + so},
+		"--algo", "hierarchical", "--nodes", "2", "--np", "2", "--transport", "tcp", "--intra", "nccl",
+		"-d", "all", "-o", "all", "-b", "8", "-e", "64K", "-f", "32", "-n", "2", "-w", "1", "-q")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if n := strings.Count(stdout, "Out of bounds values : 0 OK"); n != 7*5 {
+		t.Fatalf("%d checked tables passed, want 35 (7 dtypes x 5 ops):\n%s", n, stdout)
+	}
+	if !strings.Contains(stdout, "intra=nccl,inter=tcp") {
+		t.Fatalf("the header does not say NCCL inside nodes and TCP between:\n%s", stdout)
+	}
+}
+
+// Without NCCL the hybrid run stops at setup with one line that says what
+// was searched and what to do, and exit status 2.
+func TestHybridWithoutNCCL(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "libnccl.so.2")
+	stdout, stderr, code := collbench(t, []string{"COLLKIT_NCCL_LIB=" + missing, "COLLKIT_CUDART_LIB=" + missing},
+		"--algo", "hierarchical", "--nodes", "2", "--np", "2", "--transport", "tcp", "--intra", "nccl", "--size", "1K", "-n", "1")
+	if code != 2 {
+		t.Fatalf("exit %d, want 2\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if lines := strings.Split(strings.TrimSpace(stderr), "\n"); len(lines) != 1 || stdout != "" {
+		t.Errorf("want one line on stderr and nothing run, got stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	}
+	for _, says := range []string{"--intra nccl", "NCCL not available", missing, "--intra shm or group"} {
+		if !strings.Contains(stderr, says) {
+			t.Errorf("stderr does not say %q:\n%s", says, stderr)
+		}
+	}
+}
