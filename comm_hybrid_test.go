@@ -31,7 +31,7 @@ import (
 //   - missing: libraries that do not exist: Connect fails on every rank
 //     with an error wrapping nccl.ErrNotAvailable that says what to do.
 //
-// With COLLKIT_HYBRID_GPU=1 (gpu-kit/run.sh sets it) the same check runs
+// With COLLKIT_GPU_CHECK=1 (gpu-kit/run.sh sets it) the same check runs
 // in this process on the NCCL and GPU the search finds, and it fails,
 // never skips, when there are none.
 
@@ -98,14 +98,32 @@ func TestHybridNCCLMissing(t *testing.T) {
 	runHybridChild(t, "TestHybridNCCLMissing", hybridChildVar+"=missing", nccl.EnvNCCLLib+"="+missing, nccl.EnvCUDARTLib+"="+missing)
 }
 
+// gpuCheckVar, set to 1, makes the GPU checks run and fail where NCCL or
+// the GPU is missing, instead of skipping.
+const gpuCheckVar = "COLLKIT_GPU_CHECK"
+
+// TestNCCLDiscovery reports which NCCL and CUDA runtime collkit's search
+// loads here (no GPU is touched), or where it looked.
+func TestNCCLDiscovery(t *testing.T) {
+	if os.Getenv(gpuCheckVar) != "1" {
+		t.Skip("set " + gpuCheckVar + "=1 on a machine with NCCL (gpu-kit/run.sh does)")
+	}
+	tr, err := nccl.New(nccl.Config{Rank: 0, Size: 1})
+	if err != nil {
+		t.Fatalf("collkit's search did not load NCCL: %v", err)
+	}
+	defer tr.Close()
+	t.Logf("collkit loads %s", tr.Version())
+}
+
 // TestHybridNCCLGPU is the check on a GPU machine: the hybrid all-reduce on
 // the real NCCL, two simulated nodes of one rank each on GPU 0.
 func TestHybridNCCLGPU(t *testing.T) {
-	if os.Getenv("COLLKIT_HYBRID_GPU") != "1" {
-		t.Skip("set COLLKIT_HYBRID_GPU=1 on a machine with NCCL and a GPU (gpu-kit/run.sh does)")
+	if os.Getenv(gpuCheckVar) != "1" {
+		t.Skip("set " + gpuCheckVar + "=1 on a machine with NCCL and a GPU (gpu-kit/run.sh does)")
 	}
 	if err := nccl.Available(); err != nil {
-		t.Fatalf("COLLKIT_HYBRID_GPU=1 but NCCL does not load: %v", err)
+		t.Fatalf("%s=1 but NCCL does not load: %v", gpuCheckVar, err)
 	}
 	hybridAllReduces(t, "")
 }
