@@ -42,10 +42,11 @@ func connectIntraNCCL(ctx context.Context, env bootstrap.Env, store bootstrap.St
 	}
 	local, size := localRankIn(env.Rank, nodes)
 	node := nodes[env.Rank]
-	// The GPU: the launcher's local rank on this host when it gave one,
-	// else the rank's index in its node.
+	// The GPU: the launcher's local rank on this host when it gave one and
+	// the host has that many GPUs, else the rank's index in its node, so
+	// that simulated nodes on a host of few GPUs each start at GPU 0.
 	dev := local
-	if env.LocalSize > 0 {
+	if n, err := nccl.DeviceCount(); err == nil && env.LocalSize > 0 && env.LocalRank < n {
 		dev = env.LocalRank
 	}
 	t, err := nccl.New(nccl.Config{Rank: local, Size: size, LocalRank: dev, Name: env.JobID + "/intra/" + strconv.Itoa(node)})

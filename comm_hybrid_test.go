@@ -82,7 +82,7 @@ func TestHybridNCCLFake(t *testing.T) {
 		t.Skip("a child of another case")
 	}
 	so := buildFakeNCCL(t)
-	runHybridChild(t, "TestHybridNCCLFake", hybridChildVar+"=fake", nccl.EnvNCCLLib+"="+so, nccl.EnvCUDARTLib+"="+so)
+	runHybridChild(t, "TestHybridNCCLFake", hybridChildVar+"=fake", nccl.EnvNCCLLib+"="+so, nccl.EnvCUDALib+"="+so)
 }
 
 func TestHybridNCCLMissing(t *testing.T) {
@@ -95,7 +95,7 @@ func TestHybridNCCLMissing(t *testing.T) {
 		t.Skip("a child of another case")
 	}
 	missing := filepath.Join(t.TempDir(), "no-such-libnccl.so.2")
-	runHybridChild(t, "TestHybridNCCLMissing", hybridChildVar+"=missing", nccl.EnvNCCLLib+"="+missing, nccl.EnvCUDARTLib+"="+missing)
+	runHybridChild(t, "TestHybridNCCLMissing", hybridChildVar+"=missing", nccl.EnvNCCLLib+"="+missing, nccl.EnvCUDALib+"="+missing)
 }
 
 // gpuCheckVar, set to 1, makes the GPU checks run and fail where NCCL or

@@ -29,6 +29,14 @@
 // Mesh builds the data x tensor x pipeline parallel groups of a training job.
 // The typed wrappers take float16 and bfloat16 data as []F16 and []BF16.
 //
+// With the nccl transport the same Comm also runs collectives on GPU
+// memory, with no copy to the host: AllReduceDevice, BroadcastDevice,
+// ReduceDevice, AllGatherDevice, ReduceScatterDevice, ExchangeDevice (one
+// NCCL group of sends and receives), SendDevice and RecvDevice take
+// DeviceBuffers, from nccl.Alloc or wrapping a pointer another CUDA library
+// gave (pointer, length, device). Over a transport that moves host memory
+// only they return an error wrapping ErrHostMemoryOnly.
+//
 // A communicator made through a store (Connect, FromEnv, ConnectStore) is
 // elastic. Revoke ends it on every rank at once, as MPI_Comm_revoke does.
 // After a failure or a revoke the surviving ranks call Shrink and get a

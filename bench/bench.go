@@ -40,6 +40,11 @@ type Config struct {
 	DType       reduce.DType
 	Op          reduce.Op
 	Seed        uint64 // seeds the checked inputs
+	// Device puts the buffers in GPU memory of the Comm's NCCL transport,
+	// as nccl-tests does: the timed iterations copy nothing to or from the
+	// host; the checked ones copy inputs to the GPU and results back.
+	// False means host memory ([]byte), which NCCL stages through the GPU.
+	Device bool
 	// Group, when above 1, makes each iteration that many all-reduces of
 	// the size, issued as one Comm.Group (fused into one buffer, as
 	// Horovod's tensor fusion does) unless NoFusion issues them one by one.
@@ -200,7 +205,13 @@ func Run(ctx context.Context, c *collkit.Comm, cfg Config, each func(Row)) ([]Ro
 		cfg.Iters = 20
 	}
 	if cfg.Group > 1 {
+		if cfg.Device {
+			return nil, fmt.Errorf("grouped all-reduces (--group, -m) run on host memory only; use --mem host")
+		}
 		return runGroup(ctx, c, cfg, each)
+	}
+	if cfg.Device {
+		return RunCollective(ctx, c, "allreduce", cfg, 0, each)
 	}
 	sizes := cfg.Sizes()
 	if len(sizes) == 0 {

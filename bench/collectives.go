@@ -37,6 +37,7 @@ type call struct {
 	count      int // elements of the whole array S
 	block      int // bytes of one rank's block (count/n elements)
 	send, recv []byte
+	dev        *deviceBuffers // with Config.Device: send and recv on the GPU
 }
 
 // collective is how the benchmark runs and checks one collective.
@@ -244,13 +245,23 @@ func CollectiveAlgorithm(c *collkit.Comm, coll string, bytes int64) string {
 // rank round it down to a multiple of the ranks. root is used by broadcast,
 // reduce, gather and scatter. Every checked iteration compares every output
 // element with its exact expectation.
+//
+// With cfg.Device the buffers are on the GPU (see Config.Device) for the
+// collectives NCCL runs: all but alltoall, gather and scatter.
 func RunCollective(ctx context.Context, c *collkit.Comm, coll string, cfg Config, root int, each func(Row)) ([]Row, error) {
-	if coll == "allreduce" {
+	if coll == "allreduce" && !cfg.Device {
 		return Run(ctx, c, cfg, each)
 	}
 	spec, ok := collectives[coll]
+	if coll == "allreduce" {
+		spec, ok = allReduceSpec, true
+	}
 	if !ok {
 		return nil, fmt.Errorf("unknown collective %q (use one of %v)", coll, Collectives())
+	}
+	var dev *deviceBuffers
+	if cfg.Device && cfg.Iters == 0 && cfg.MinTime <= 0 {
+		cfg.Iters = 20
 	}
 	if root < 0 || root >= c.Size() {
 		return nil, fmt.Errorf("root %d is not a rank of %d (0 to %d)", root, c.Size(), c.Size()-1)
@@ -270,6 +281,13 @@ func RunCollective(ctx context.Context, c *collkit.Comm, coll string, cfg Config
 		x := newCall(sizes[len(sizes)-1])
 		sb, rb := spec.sizes(x, x.count*es)
 		send, recv = make([]byte, sb), make([]byte, rb)
+		if cfg.Device {
+			var err error
+			if dev, err = newDeviceBuffers(c, coll, sb, rb); err != nil {
+				return nil, err
+			}
+			defer dev.free()
+		}
 	}
 	var rows []Row
 	for _, size := range cfg.Sizes() {
@@ -279,6 +297,10 @@ func RunCollective(ctx context.Context, c *collkit.Comm, coll string, cfg Config
 		x.send, x.recv = send[:sb], recv[:rb]
 		verify.Fill(cfg.DType, cfg.Op, x.send, cfg.Seed, x.r)
 		verify.Fill(cfg.DType, cfg.Op, x.recv, cfg.Seed, x.r)
+		x.dev = dev
+		if err := dev.upload(x); err != nil {
+			return rows, err
+		}
 		row := Row{Bytes: int64(count * es), Count: int64(count), DType: cfg.DType.String(), Op: "none", Root: -1,
 			Algorithm: CollectiveAlgorithm(c, coll, int64(count*es))}
 		if spec.reduces {
@@ -289,9 +311,8 @@ func RunCollective(ctx context.Context, c *collkit.Comm, coll string, cfg Config
 		}
 		for i, m := range []*Measurement{&row.OutOfPlace, &row.InPlace} {
 			inPlace := i == 1
-			send, recv := spec.args(x, inPlace)
 			var err error
-			if *m, err = measure(ctx, c, cfg, func() error { return spec.run(ctx, x, send, recv) }); err != nil {
+			if *m, err = measure(ctx, c, cfg, x.runner(ctx, spec, inPlace)); err != nil {
 				return rows, err
 			}
 			if m.Wrong, err = checkColl(ctx, x, cfg, spec, inPlace); err != nil {
@@ -319,7 +340,13 @@ func checkColl(ctx context.Context, x *call, cfg Config, spec collective, inPlac
 		if !spec.onRoot || x.r == x.root {
 			verify.Fill(cfg.DType, cfg.Op, send, seed, x.r)
 		}
-		if err := spec.run(ctx, x, send, recv); err != nil {
+		if err := x.dev.upload(x); err != nil {
+			return 0, err
+		}
+		if err := x.runner(ctx, spec, inPlace)(); err != nil {
+			return 0, err
+		}
+		if err := x.dev.download(x); err != nil {
 			return 0, err
 		}
 		wrong[0] += int64(spec.wrong(x, seed, recv))

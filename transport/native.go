@@ -22,7 +22,8 @@ import (
 // is ignored. The method, not h.Coll, says which collective runs; a
 // transport may compare the rest of the header across ranks and return a
 // *MismatchError where ranks disagree. Every rank calls the same
-// collectives in the same order. Buffers are host memory. CheckNative
+// collectives in the same order. Buffers are host memory (DeviceCollectives
+// takes GPU memory). CheckNative
 // states the rules on buffer lengths, and implementations call it before
 // they start.
 type NativeAllReducer interface {
@@ -60,6 +61,12 @@ type NativeCollectives interface {
 // It returns the element size. The error says what is wrong and what was
 // expected; the caller wraps it with its transport, rank and collective.
 func CheckNative(coll Coll, h Header, size int, send, recv []byte) (es int, err error) {
+	return CheckNativeLen(coll, h, size, len(send), len(recv))
+}
+
+// CheckNativeLen is CheckNative for buffers of send and recv bytes, such as
+// DeviceBuffers.
+func CheckNativeLen(coll Coll, h Header, size int, send, recv int) (es int, err error) {
 	es = h.DType.Size()
 	if es == 0 {
 		return 0, fmt.Errorf("invalid dtype %v", h.DType)
@@ -82,9 +89,9 @@ func CheckNative(coll Coll, h Header, size int, send, recv []byte) (es int, err 
 	case CollReduceScatter:
 		err = checkShares(h, es, size, "send", send, "recv", recv)
 	default:
-		if !holds(send, h.Count, es) || len(recv) != len(send) {
+		if !holds(send, h.Count, es) || recv != send {
 			err = fmt.Errorf("send is %d bytes and recv %d bytes; both must hold the header's count of %d %v elements (%d bytes each)",
-				len(send), len(recv), h.Count, h.DType, es)
+				send, recv, h.Count, h.DType, es)
 		}
 	}
 	if err != nil {
@@ -95,15 +102,15 @@ func CheckNative(coll Coll, h Header, size int, send, recv []byte) (es int, err 
 
 // checkShares checks the buffers of a collective that splits its h.Count
 // elements, held by whole, into size equal shares, one of which is part.
-func checkShares(h Header, es, size int, wholeName string, whole []byte, partName string, part []byte) error {
-	if holds(whole, h.Count, es) && size*len(part) == len(whole) {
+func checkShares(h Header, es, size int, wholeName string, whole int, partName string, part int) error {
+	if holds(whole, h.Count, es) && size*part == whole {
 		return nil
 	}
 	return fmt.Errorf("%s is %d bytes and %s %d bytes; %s must hold the header's count of %d %v elements (%d bytes each) and %s one of %d equal shares of it",
-		wholeName, len(whole), partName, len(part), wholeName, h.Count, h.DType, es, partName, size)
+		wholeName, whole, partName, part, wholeName, h.Count, h.DType, es, partName, size)
 }
 
-// holds reports whether b is count elements of es bytes.
-func holds(b []byte, count uint64, es int) bool {
-	return len(b)%es == 0 && uint64(len(b)/es) == count
+// holds reports whether n bytes are count elements of es bytes.
+func holds(n int, count uint64, es int) bool {
+	return n%es == 0 && uint64(n/es) == count
 }

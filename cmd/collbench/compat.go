@@ -64,7 +64,7 @@ type compatFlags struct {
 // osuOnly are OSU's long flags that collbench refuses, with what to use
 // instead.
 var osuOnly = map[string]string{
-	"accelerator":       "collbench's buffers are host memory; --transport nccl moves them through the GPU",
+	"accelerator":       "collbench's buffers are GPU memory with --transport nccl (--mem device, the default; --mem host stages host memory), host memory with the other transports",
 	"type":              "the data type is -d (float32, int32, uint8, ...)",
 	"graph":             "use --plot FILE.png (or .svg) for busbw and time against size",
 	"array-size":        "collbench runs no dummy compute on a device",

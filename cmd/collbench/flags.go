@@ -63,7 +63,8 @@ func defineFlags(fs *pflag.FlagSet, o *options, c *compatFlags, raw *rawFlags) {
 	fs.IntVar(&o.rounds, "rounds", 1, "with --interleave: repeat the sweep this many times and keep each size's median (tune: default 3)")
 	fs.StringVar(&o.tuningIn, "tuning", "", "tuning file from 'collbench tune' for --algo adaptive (default $COLLKIT_TUNING)")
 	fs.StringVar(&raw.transports, "transport", "tcp", "transport, a comma-separated list, or all: "+strings.Join(collkit.Transports(), ", "))
-	fs.IntVar(&o.np, "np", 4, "ranks to launch on this machine when no launcher set RANK/WORLD_SIZE")
+	fs.IntVar(&o.np, "np", 4, "ranks to launch on this machine when no launcher set RANK/WORLD_SIZE (with --transport nccl: the number of GPUs)")
+	fs.StringVar(&o.mem, "mem", "", "where --transport nccl's buffers live: device (GPU memory, the default; the timed loop copies nothing, as nccl-tests) or host (host memory staged through the GPU on every call)")
 	fs.StringVar(&o.store, "store", "", "with --np: the ranks meet in this store instead of one collbench hosts, etcd://host:port[,host:port...][/prefix] (under another launcher set COLLKIT_STORE)")
 	fs.StringVar(&raw.size, "size", "", "one message size in bytes (K/M/G suffixes); sets -b and -e")
 	fs.StringVarP(&raw.minB, "minbytes", "b", "8", "smallest message size in bytes (K/M/G suffixes)")
@@ -164,6 +165,9 @@ func interpret(fs *pflag.FlagSet, o options, c compatFlags, raw rawFlags) (optio
 	if o.transports, o.skipped, err = parseTransports(transports, collkit.Transports(), collkit.TransportAvailable); err != nil {
 		return o, err
 	}
+	if err := checkMem(o); err != nil {
+		return o, err
+	}
 	if o.tune && len(o.transports) > 1 {
 		return o, fmt.Errorf("--transport %s: tune fits one transport at a time; name one", transports)
 	}
@@ -238,7 +242,7 @@ func parseList[T comparable](flag, s string, every []T, parse func(string) (T, e
 	var out []T
 	for _, name := range strings.Split(s, ",") {
 		if slices.Contains(osu, strings.ToLower(strings.TrimSpace(name))) {
-			return nil, fmt.Errorf("-d %s: OSU's accelerator flag; -d is nccl-tests' data type here (float32, ..., or all); collbench's buffers are host memory, and --transport nccl moves them through the GPU", name)
+			return nil, fmt.Errorf("-d %s: OSU's accelerator flag; -d is nccl-tests' data type here (float32, ..., or all); with --transport nccl the buffers are GPU memory (--mem device, the default), with the other transports host memory", name)
 		}
 		v, err := parse(name)
 		if err != nil {

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -36,31 +34,11 @@ func TestIntraFlag(t *testing.T) {
 	}
 }
 
-// fakeNCCL builds transport/nccl's fake library (a world of ONE rank) for
-// the ranks of a collbench run, or skips without gcc.
-func fakeNCCL(t *testing.T) string {
-	t.Helper()
-	if runtime.GOOS != "linux" || (runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64") {
-		t.Skipf("NCCL loads on linux/amd64 and linux/arm64 only")
-	}
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skipf("no gcc to build the fake NCCL library: %v", err)
-	}
-	so := filepath.Join(t.TempDir(), "libfake_nccl_for_tests.so")
-	src := filepath.Join("..", "..", "transport", "nccl", "testdata", "fake_nccl_for_tests.c")
-	if out, err := exec.Command(gcc, "-shared", "-fPIC", "-O1", "-o", so, src).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
-	return so
-}
-
 // The GPU machine's hybrid run, on the fake library: two simulated nodes
 // of one rank each, NCCL inside each, TCP between them, every dtype and
 // op checked element by element.
 func TestHybridOverFakeNCCL(t *testing.T) {
-	so := fakeNCCL(t)
-	stdout, stderr, code := collbench(t, []string{"COLLKIT_NCCL_LIB=" + so, "COLLKIT_CUDART_LIB=" + so},
+	stdout, stderr, code := collbench(t, fakeNCCL(t),
 		"--algo", "hierarchical", "--nodes", "2", "--np", "2", "--transport", "tcp", "--intra", "nccl",
 		"-d", "all", "-o", "all", "-b", "8", "-e", "64K", "-f", "32", "-n", "2", "-w", "1", "-q")
 	if code != 0 {
@@ -78,7 +56,7 @@ func TestHybridOverFakeNCCL(t *testing.T) {
 // was searched and what to do, and exit status 2.
 func TestHybridWithoutNCCL(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "libnccl.so.2")
-	stdout, stderr, code := collbench(t, []string{"COLLKIT_NCCL_LIB=" + missing, "COLLKIT_CUDART_LIB=" + missing},
+	stdout, stderr, code := collbench(t, []string{"COLLKIT_NCCL_LIB=" + missing, "COLLKIT_CUDA_LIB=" + missing},
 		"--algo", "hierarchical", "--nodes", "2", "--np", "2", "--transport", "tcp", "--intra", "nccl", "--size", "1K", "-n", "1")
 	if code != 2 {
 		t.Fatalf("exit %d, want 2\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)

@@ -40,6 +40,7 @@ type options struct {
 	skipped        []unavailable // --transport names that cannot run here, with why
 	np             int
 	npSet          bool
+	mem            string // --mem: where --transport nccl's buffers live
 	store          string // --store: the ranks' COLLKIT_STORE when collbench launches them
 	streams        int
 	nodes          int    // --nodes: simulated nodes
@@ -120,6 +121,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case errors.Is(envErr, bootstrap.ErrNoEnv):
 		// Checked here, once, before any rank starts.
+		if err := gpuRanks(&opts); err != nil {
+			fmt.Fprintf(stderr, "collbench: %v\n", err)
+			return exitUsage
+		}
 		if err := preflight(opts, opts.np, opts.np, "/proc/meminfo"); err != nil {
 			fmt.Fprintf(stderr, "collbench: %v\n", err)
 			return exitUsage
@@ -419,6 +424,7 @@ func runTransport(ctx context.Context, env bootstrap.Env, store bootstrap.Store,
 		for _, v := range variants(opts, comm.Size()) {
 			cfg := opts.bench
 			cfg.DType, cfg.Op = v.dtype, v.op
+			cfg.Device = opts.onDevice(tr)
 			var rs []bench.Report
 			if opts.interleave {
 				rs, err = runInterleaved(ctx, comm, tr, opts, cfg, v.root, out, prog)
@@ -533,6 +539,9 @@ func newReport(comm *collkit.Comm, tr string, opts options, cfg bench.Config) be
 	report := bench.NewReport()
 	report.Collective, report.Algorithm, report.Transport = opts.coll, comm.Algorithm(), tr
 	report.Ranks, report.Streams, report.TransportSettings = comm.Size(), opts.streams, transportSettings(opts)
+	if tr == "nccl" {
+		report.TransportSettings["memory"] = map[bool]string{true: memDevice, false: memHost}[opts.onDevice(tr)]
+	}
 	report.Iters, report.Warmup, report.Check, report.Seed = cfg.Iters, cfg.Warmup, cfg.Check, cfg.Seed
 	report.RankTime, report.SkipIters = cfg.RankTime.String(), cfg.SkipIters
 	if cfg.Sync != bench.SyncNone {

@@ -2,11 +2,12 @@ package nccl
 
 import "unsafe"
 
-// api holds the NCCL and CUDA runtime functions, bound at run time. Handles
-// (ncclComm_t, cudaStream_t) and device pointers are uintptr: they are not
-// Go memory.
+// api holds the NCCL and CUDA driver API functions, bound at run time.
+// Handles (ncclComm_t, CUcontext, CUstream) and device pointers
+// (CUdeviceptr) are uintptr: they are not Go memory.
 type api struct {
-	ncclPath, cudartPath string
+	ncclPath, cudaPath string
+	drv                driver
 
 	ncclGetVersion        func(v *int32) int32
 	ncclGetUniqueId       func(id *uniqueID) int32
@@ -31,18 +32,37 @@ type api struct {
 	ncclGroupStart        func() int32
 	ncclGroupEnd          func() int32
 
-	cudaGetDeviceCount    func(n *int32) int32
-	cudaSetDevice         func(dev int32) int32
-	cudaMalloc            func(p *uintptr, size uintptr) int32
-	cudaFree              func(p uintptr) int32
-	cudaMallocHost        func(p *unsafe.Pointer, size uintptr) int32
-	cudaFreeHost          func(p unsafe.Pointer) int32
-	cudaMemcpyH2D         func(dst uintptr, src unsafe.Pointer, n uintptr, kind int32, stream uintptr) int32
-	cudaMemcpyD2H         func(dst unsafe.Pointer, src uintptr, n uintptr, kind int32, stream uintptr) int32
-	cudaStreamCreate      func(s *uintptr, flags uint32) int32
-	cudaStreamDestroy     func(s uintptr) int32
-	cudaStreamQuery       func(s uintptr) int32
-	cudaGetErrorString    func(code int32) string
-	cudaRuntimeGetVersion func(v *int32) int32
-	cudaDriverGetVersion  func(v *int32) int32
+	// The CUDA driver API (libcuda.so.1), which every driver install has:
+	// collkit needs no CUDA runtime. CUresult is int32, CUdevice int32.
+	cuInit                   func(flags uint32) int32
+	cuDriverGetVersion       func(v *int32) int32
+	cuDeviceGetCount         func(n *int32) int32
+	cuDeviceGet              func(dev *int32, ordinal int32) int32
+	cuDevicePrimaryCtxRetain func(ctx *uintptr, dev int32) int32
+	cuCtxSetCurrent          func(ctx uintptr) int32
+	cuMemAlloc               func(p *uintptr, size uintptr) int32
+	cuMemFree                func(p uintptr) int32
+	cuMemHostAlloc           func(p *unsafe.Pointer, size uintptr, flags uint32) int32
+	cuMemFreeHost            func(p unsafe.Pointer) int32
+	cuMemcpyHtoDAsync        func(dst uintptr, src unsafe.Pointer, n uintptr, stream uintptr) int32
+	cuMemcpyDtoHAsync        func(dst unsafe.Pointer, src uintptr, n uintptr, stream uintptr) int32
+	cuMemsetD8Async          func(dst uintptr, v uint8, n uintptr, stream uintptr) int32
+	cuStreamCreate           func(s *uintptr, flags uint32) int32
+	cuStreamDestroy          func(s uintptr) int32
+	cuStreamQuery            func(s uintptr) int32
+	cuPointerGetAttributes   func(n uint32, attrs *uint32, data *unsafe.Pointer, ptr uintptr) int32
+	cuGetErrorString         func(code int32, s **byte) int32
+}
+
+// cudaErrorString is the driver's description of code.
+func (a *api) cudaErrorString(code int32) string {
+	var s *byte
+	if a.cuGetErrorString(code, &s) != cuSuccess || s == nil {
+		return "unknown CUDA error"
+	}
+	n := 0
+	for *(*byte)(unsafe.Add(unsafe.Pointer(s), n)) != 0 {
+		n++
+	}
+	return string(unsafe.Slice(s, n))
 }

@@ -7,17 +7,17 @@ import (
 	"github.com/collkit/collkit/transport"
 )
 
-// prepare checks the arguments of collective coll against h
-// (transport.CheckNative) and maps h's dtype and, for the collectives that
-// reduce, its op. It returns the element count a rank passes to NCCL: its
-// send count for all-gather, its recv count for reduce-scatter and the
-// whole buffer's for the others.
-func (t *Transport) prepare(coll transport.Coll, h transport.Header, send, recv []byte) (c *comm, count uintptr, nt, no int32, err error) {
+// prepare checks the arguments of collective coll, of sendLen and recvLen
+// bytes, against h (transport.CheckNativeLen) and maps h's dtype and, for
+// the collectives that reduce, its op. It returns the element count a rank
+// passes to NCCL: its send count for all-gather, its recv count for
+// reduce-scatter and the whole buffer's for the others.
+func (t *Transport) prepare(coll transport.Coll, h transport.Header, sendLen, recvLen int) (c *comm, count uintptr, nt, no int32, err error) {
 	what := coll.String()
 	if c, err = t.ready(what); err != nil {
 		return nil, 0, 0, 0, err
 	}
-	es, err := transport.CheckNative(coll, h, t.size, send, recv)
+	es, err := transport.CheckNativeLen(coll, h, t.size, sendLen, recvLen)
 	if err != nil {
 		return nil, 0, 0, 0, t.badArg(what, "%w", err)
 	}
@@ -29,7 +29,7 @@ func (t *Transport) prepare(coll transport.Coll, h transport.Header, send, recv 
 			return nil, 0, 0, 0, t.badArg(what, "%w", err)
 		}
 	}
-	return c, uintptr(min(len(send), len(recv)) / es), nt, no, nil
+	return c, uintptr(min(sendLen, recvLen) / es), nt, no, nil
 }
 
 func (t *Transport) badArg(what, format string, args ...any) error {
@@ -43,75 +43,134 @@ func wrap(t *Transport, err error) error {
 	return fmt.Errorf("nccl: rank %d: %w", t.rank, err)
 }
 
+// launcher enqueues one NCCL collective from device send to device recv
+// on c.
+type launcher func(c *comm, count uintptr, nt, no int32, h transport.Header, send, recv uintptr) (string, int32)
+
+// The NCCL call of each collective.
+var (
+	launchAllReduce launcher = func(c *comm, n uintptr, nt, no int32, _ transport.Header, s, r uintptr) (string, int32) {
+		return "ncclAllReduce", c.a.ncclAllReduce(s, r, n, nt, no, c.h, c.stream)
+	}
+	launchBroadcast launcher = func(c *comm, n uintptr, nt, _ int32, h transport.Header, s, r uintptr) (string, int32) {
+		return "ncclBroadcast", c.a.ncclBroadcast(s, r, n, nt, h.Root, c.h, c.stream)
+	}
+	launchReduce launcher = func(c *comm, n uintptr, nt, no int32, h transport.Header, s, r uintptr) (string, int32) {
+		return "ncclReduce", c.a.ncclReduce(s, r, n, nt, no, h.Root, c.h, c.stream)
+	}
+	launchAllGather launcher = func(c *comm, n uintptr, nt, _ int32, _ transport.Header, s, r uintptr) (string, int32) {
+		return "ncclAllGather", c.a.ncclAllGather(s, r, n, nt, c.h, c.stream)
+	}
+	launchReduceScatter launcher = func(c *comm, n uintptr, nt, no int32, _ transport.Header, s, r uintptr) (string, int32) {
+		return "ncclReduceScatter", c.a.ncclReduceScatter(s, r, n, nt, no, c.h, c.stream)
+	}
+)
+
+// host runs collective coll on host memory: send staged to the GPU, the
+// result copied back into recv where this rank has one (out).
+func (t *Transport) host(ctx context.Context, coll transport.Coll, h transport.Header, send, recv []byte, launch launcher) error {
+	c, count, nt, no, err := t.prepare(coll, h, len(send), len(recv))
+	if err != nil || count == 0 {
+		return err
+	}
+	root := t.rank == int(h.Root)
+	if coll == transport.CollBroadcast && !root {
+		send = nil // read on the root only
+	}
+	out := recv
+	if coll == transport.CollReduce && !root {
+		out = nil // written on the root only
+	}
+	return wrap(t, c.run(ctx, coll.String(), send, len(recv), out, func(s, r uintptr) (string, int32) {
+		return launch(c, count, nt, no, h, s, r)
+	}))
+}
+
+// device runs collective coll on device memory, after checking that the
+// buffers NCCL reads and writes on this rank are device memory on its GPU.
+func (t *Transport) device(ctx context.Context, coll transport.Coll, h transport.Header, send, recv transport.DeviceBuffer, launch launcher) error {
+	c, count, nt, no, err := t.prepare(coll, h, send.Len, recv.Len)
+	if err != nil || count == 0 {
+		return err
+	}
+	root := t.rank == int(h.Root)
+	var bufs [2]namedBuffer
+	n := 0
+	if coll != transport.CollBroadcast || root {
+		bufs[n] = namedBuffer{role: "send", buf: send}
+		n++
+	}
+	if (coll != transport.CollReduce || root) && recv != send {
+		bufs[n] = namedBuffer{role: "recv", buf: recv}
+		n++
+	}
+	return wrap(t, c.runDevice(ctx, coll.String(), bufs[:n], func() (string, int32) {
+		return launch(c, count, nt, no, h, send.Ptr, recv.Ptr)
+	}))
+}
+
 // AllReduce reduces send over all ranks into recv with ncclAllReduce,
 // h.DType and h.Op. send and recv hold h.Count elements; recv may be send
 // itself.
 func (t *Transport) AllReduce(ctx context.Context, h transport.Header, send, recv []byte) error {
-	c, count, nt, no, err := t.prepare(transport.CollAllReduce, h, send, recv)
-	if err != nil || count == 0 {
-		return err
-	}
-	return wrap(t, c.run(ctx, "allreduce", send, len(recv), recv, func(s, r uintptr) (string, int32) {
-		return "ncclAllReduce", c.a.ncclAllReduce(s, r, count, nt, no, c.h, c.stream)
-	}))
+	return t.host(ctx, transport.CollAllReduce, h, send, recv, launchAllReduce)
 }
 
 // Broadcast copies h.Root's send into recv on every rank with
 // ncclBroadcast. send is read on the root only; send and recv hold h.Count
 // elements.
 func (t *Transport) Broadcast(ctx context.Context, h transport.Header, send, recv []byte) error {
-	c, count, nt, _, err := t.prepare(transport.CollBroadcast, h, send, recv)
-	if err != nil || count == 0 {
-		return err
-	}
-	if t.rank != int(h.Root) {
-		send = nil
-	}
-	return wrap(t, c.run(ctx, "broadcast", send, len(recv), recv, func(s, r uintptr) (string, int32) {
-		return "ncclBroadcast", c.a.ncclBroadcast(s, r, count, nt, h.Root, c.h, c.stream)
-	}))
+	return t.host(ctx, transport.CollBroadcast, h, send, recv, launchBroadcast)
 }
 
 // Reduce reduces send over all ranks with h.Op into recv on h.Root with
 // ncclReduce; recv is left alone on the other ranks. send and recv hold
 // h.Count elements.
 func (t *Transport) Reduce(ctx context.Context, h transport.Header, send, recv []byte) error {
-	c, count, nt, no, err := t.prepare(transport.CollReduce, h, send, recv)
-	if err != nil || count == 0 {
-		return err
-	}
-	out := recv
-	if t.rank != int(h.Root) {
-		out = nil
-	}
-	return wrap(t, c.run(ctx, "reduce", send, len(recv), out, func(s, r uintptr) (string, int32) {
-		return "ncclReduce", c.a.ncclReduce(s, r, count, nt, no, h.Root, c.h, c.stream)
-	}))
+	return t.host(ctx, transport.CollReduce, h, send, recv, launchReduce)
 }
 
 // AllGather concatenates every rank's send, in rank order, into recv with
 // ncclAllGather. recv holds h.Count elements and send h.Count/Size().
 func (t *Transport) AllGather(ctx context.Context, h transport.Header, send, recv []byte) error {
-	c, count, nt, _, err := t.prepare(transport.CollAllGather, h, send, recv)
-	if err != nil || count == 0 {
-		return err
-	}
-	return wrap(t, c.run(ctx, "allgather", send, len(recv), recv, func(s, r uintptr) (string, int32) {
-		return "ncclAllGather", c.a.ncclAllGather(s, r, count, nt, c.h, c.stream)
-	}))
+	return t.host(ctx, transport.CollAllGather, h, send, recv, launchAllGather)
 }
 
 // ReduceScatter reduces send over all ranks with h.Op and leaves block
 // Rank() of the result in recv, with ncclReduceScatter. send holds h.Count
 // elements and recv h.Count/Size().
 func (t *Transport) ReduceScatter(ctx context.Context, h transport.Header, send, recv []byte) error {
-	c, count, nt, no, err := t.prepare(transport.CollReduceScatter, h, send, recv)
-	if err != nil || count == 0 {
-		return err
-	}
-	return wrap(t, c.run(ctx, "reducescatter", send, len(recv), recv, func(s, r uintptr) (string, int32) {
-		return "ncclReduceScatter", c.a.ncclReduceScatter(s, r, count, nt, no, c.h, c.stream)
-	}))
+	return t.host(ctx, transport.CollReduceScatter, h, send, recv, launchReduceScatter)
+}
+
+// AllReduceDevice is AllReduce on device memory: no copy, NCCL reads send
+// and writes recv on the GPU. recv may be send itself.
+func (t *Transport) AllReduceDevice(ctx context.Context, h transport.Header, send, recv transport.DeviceBuffer) error {
+	return t.device(ctx, transport.CollAllReduce, h, send, recv, launchAllReduce)
+}
+
+// BroadcastDevice is Broadcast on device memory; send is read on the root
+// only and may be recv (in place).
+func (t *Transport) BroadcastDevice(ctx context.Context, h transport.Header, send, recv transport.DeviceBuffer) error {
+	return t.device(ctx, transport.CollBroadcast, h, send, recv, launchBroadcast)
+}
+
+// ReduceDevice is Reduce on device memory; recv is written on the root
+// only.
+func (t *Transport) ReduceDevice(ctx context.Context, h transport.Header, send, recv transport.DeviceBuffer) error {
+	return t.device(ctx, transport.CollReduce, h, send, recv, launchReduce)
+}
+
+// AllGatherDevice is AllGather on device memory. send may be block Rank()
+// of recv (in place).
+func (t *Transport) AllGatherDevice(ctx context.Context, h transport.Header, send, recv transport.DeviceBuffer) error {
+	return t.device(ctx, transport.CollAllGather, h, send, recv, launchAllGather)
+}
+
+// ReduceScatterDevice is ReduceScatter on device memory. recv may be block
+// Rank() of send (in place).
+func (t *Transport) ReduceScatterDevice(ctx context.Context, h transport.Header, send, recv transport.DeviceBuffer) error {
+	return t.device(ctx, transport.CollReduceScatter, h, send, recv, launchReduceScatter)
 }
 
 // Transfer is one point-to-point transfer of an Exchange: bytes sent to or
@@ -121,39 +180,93 @@ type Transfer struct {
 	Data []byte
 }
 
+// checkPeers checks the peers of an exchange's transfers and returns the
+// bytes they move.
+func (t *Transport) checkPeers(what, dir string, peers func(yield func(peer, n int) bool)) (int, error) {
+	total := 0
+	var err error
+	peers(func(peer, n int) bool {
+		if peer < 0 || peer >= t.size {
+			err = t.badArg(what, "%s rank %d outside [0, %d): %w", dir, peer, t.size, transport.ErrBadPeer)
+			return false
+		}
+		total += n
+		return true
+	})
+	return total, err
+}
+
+// group enqueues ncclSend and ncclRecv of every transfer, at the device
+// addresses send and recv give, between ncclGroupStart and ncclGroupEnd.
+func (c *comm) group(nsend, nrecv int, send, recv func(i int) (peer int, p uintptr, n int)) (string, int32) {
+	if r := c.a.ncclGroupStart(); r != ncclSuccess {
+		return "ncclGroupStart", r
+	}
+	for i := range nsend {
+		if peer, p, n := send(i); n > 0 {
+			if r := c.a.ncclSend(p, uintptr(n), ncclUint8, int32(peer), c.h, c.stream); r != ncclSuccess && r != ncclInProgress {
+				c.a.ncclGroupEnd()
+				return "ncclSend", r
+			}
+		}
+	}
+	for i := range nrecv {
+		if peer, p, n := recv(i); n > 0 {
+			if r := c.a.ncclRecv(p, uintptr(n), ncclUint8, int32(peer), c.h, c.stream); r != ncclSuccess && r != ncclInProgress {
+				c.a.ncclGroupEnd()
+				return "ncclRecv", r
+			}
+		}
+	}
+	return "ncclGroupEnd", c.a.ncclGroupEnd()
+}
+
 // Exchange runs sends and receives with any peers as one NCCL group
 // (ncclGroupStart, ncclSend and ncclRecv for each, ncclGroupEnd) on the
 // communicator of all ranks, so they progress together and cannot
 // deadlock on each other. Each receive must be as long as the matching send
 // on its peer; transfers with one peer match in order. Peers may include
-// this rank itself.
+// this rank itself. The data is staged through the GPU.
 func (t *Transport) Exchange(ctx context.Context, sends, recvs []Transfer) error {
 	const what = "exchange"
 	c, err := t.ready(what)
 	if err != nil {
 		return err
 	}
-	var sendLen, recvLen int
-	for _, x := range sends {
-		if x.Peer < 0 || x.Peer >= t.size {
-			return t.badArg(what, "send to rank %d outside [0, %d): %w", x.Peer, t.size, transport.ErrBadPeer)
+	each := func(xs []Transfer) func(func(int, int) bool) {
+		return func(yield func(int, int) bool) {
+			for _, x := range xs {
+				if !yield(x.Peer, len(x.Data)) {
+					return
+				}
+			}
 		}
-		sendLen += len(x.Data)
 	}
-	for _, x := range recvs {
-		if x.Peer < 0 || x.Peer >= t.size {
-			return t.badArg(what, "receive from rank %d outside [0, %d): %w", x.Peer, t.size, transport.ErrBadPeer)
-		}
-		recvLen += len(x.Data)
+	sendLen, err := t.checkPeers(what, "send to", each(sends))
+	if err != nil {
+		return err
+	}
+	recvLen, err := t.checkPeers(what, "receive from", each(recvs))
+	if err != nil {
+		return err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.usable(); err != nil {
 		return wrap(t, fmt.Errorf("%s: %w", what, err))
 	}
-	var call string
-	var r int32
-	err = c.onDevice(func() error {
+	offsets := func(xs []Transfer, base uintptr) func(int) (int, uintptr, int) {
+		off := 0
+		return func(i int) (int, uintptr, int) {
+			if i == 0 {
+				off = 0
+			}
+			p := base + uintptr(off)
+			off += len(xs[i].Data)
+			return xs[i].Peer, p, len(xs[i].Data)
+		}
+	}
+	prep := func() error {
 		if err := c.reserve(sendLen, recvLen); err != nil {
 			return err
 		}
@@ -164,40 +277,11 @@ func (t *Transport) Exchange(ctx context.Context, sends, recvs []Transfer) error
 			}
 			off += len(x.Data)
 		}
-		if r = c.a.ncclGroupStart(); r != ncclSuccess {
-			call = "ncclGroupStart"
-			return nil
-		}
-		off = 0
-		for _, x := range sends {
-			if len(x.Data) > 0 {
-				if r = c.a.ncclSend(c.sendD.p+uintptr(off), uintptr(len(x.Data)), ncclUint8, int32(x.Peer), c.h, c.stream); r != ncclSuccess && r != ncclInProgress {
-					call = "ncclSend"
-					c.a.ncclGroupEnd()
-					return nil
-				}
-			}
-			off += len(x.Data)
-		}
-		off = 0
-		for _, x := range recvs {
-			if len(x.Data) > 0 {
-				if r = c.a.ncclRecv(c.recvD.p+uintptr(off), uintptr(len(x.Data)), ncclUint8, int32(x.Peer), c.h, c.stream); r != ncclSuccess && r != ncclInProgress {
-					call = "ncclRecv"
-					c.a.ncclGroupEnd()
-					return nil
-				}
-			}
-			off += len(x.Data)
-		}
-		call, r = "ncclGroupEnd", c.a.ncclGroupEnd()
 		return nil
-	})
-	if err != nil {
-		c.abort(err)
-		return wrap(t, fmt.Errorf("%s: %w", what, err))
 	}
-	if err := c.settle(ctx, call, r); err != nil {
+	if err := c.enqueue(ctx, prep, func() (string, int32) {
+		return c.group(len(sends), len(recvs), offsets(sends, c.sendD.p), offsets(recvs, c.recvD.p))
+	}); err != nil {
 		return wrap(t, fmt.Errorf("%s: %w", what, err))
 	}
 	if err := c.onDevice(func() error { return c.download(0, recvLen) }); err != nil {
@@ -215,101 +299,40 @@ func (t *Transport) Exchange(ctx context.Context, sends, recvs []Transfer) error
 	return nil
 }
 
-// Split makes a sub-communicator with ncclCommSplit: the ranks that pass
-// the same color form one, ordered by key (then by rank). A negative color
-// leaves this rank out; Split then returns nil and no error. Every rank of
-// the communicator calls Split, in the same order relative to its other
-// collectives. The sub-communicator shares the GPU and the bootstrap store;
-// closing this Transport closes it too.
-func (t *Transport) Split(ctx context.Context, color, key int) (*Transport, error) {
-	const what = "split"
+// ExchangeDevice is Exchange on device memory: one NCCL group of ncclSend
+// and ncclRecv straight from and into the buffers, no copy.
+func (t *Transport) ExchangeDevice(ctx context.Context, sends, recvs []transport.DeviceTransfer) error {
+	const what = "exchange"
 	c, err := t.ready(what)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if t.a.ncclCommSplit == nil {
-		return nil, fmt.Errorf("nccl: rank %d: split: ncclCommSplit needs NCCL 2.18 or newer, this is %s: %w", t.rank, versionString(t.version), ErrUnsupported)
-	}
-	t.mu.Lock()
-	seq := t.splits
-	t.splits++
-	t.mu.Unlock()
-	nc := &comm{a: t.a, version: t.version, dev: t.dev, life: t.life, blocking: c.blocking}
-	ncolor := int32(color)
-	if color < 0 {
-		ncolor = ncclSplitNoColor
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.usable(); err != nil {
-		return nil, wrap(t, fmt.Errorf("%s: %w", what, err))
-	}
-	var r int32
-	err = c.onDevice(func() error {
-		var cfg *commConfig
-		if !c.blocking {
-			cfg = nonBlockingConfig()
+	each := func(xs []transport.DeviceTransfer) func(func(int, int) bool) {
+		return func(yield func(int, int) bool) {
+			for _, x := range xs {
+				if !yield(x.Peer, x.Buf.Len) {
+					return
+				}
+			}
 		}
-		r = t.a.ncclCommSplit(c.h, ncolor, int32(key), &nc.h, cfg)
-		return nil
-	})
-	if err != nil {
-		return nil, wrap(t, fmt.Errorf("%s: %w", what, err))
 	}
-	switch {
-	case r == ncclInProgress && nc.h != 0:
-		// Progress is reported on the new communicator.
-		if err := nc.poll(ctx, "ncclCommSplit", false); err != nil {
-			return nil, wrap(t, fmt.Errorf("%s: %w", what, err))
-		}
-	case r == ncclInProgress:
-		if err := c.poll(ctx, "ncclCommSplit", false); err != nil {
-			return nil, wrap(t, fmt.Errorf("%s: %w", what, err))
-		}
-	case r != ncclSuccess:
-		err := c.ncclErr("ncclCommSplit", r)
-		c.abort(err)
-		return nil, wrap(t, fmt.Errorf("%s: %w", what, err))
+	if _, err := t.checkPeers(what, "send to", each(sends)); err != nil {
+		return err
 	}
-	if color < 0 {
-		if nc.h != 0 {
-			nc.destroy(t.cfg.CloseTimeout)
-		}
-		return nil, nil
+	if _, err := t.checkPeers(what, "receive from", each(recvs)); err != nil {
+		return err
 	}
-	var n, rank int32
-	if r := t.a.ncclCommCount(nc.h, &n); r != ncclSuccess {
-		err := nc.ncclErr("ncclCommCount", r)
-		nc.abort(err)
-		return nil, wrap(t, err)
+	bufs := make([]namedBuffer, 0, len(sends)+len(recvs))
+	for _, x := range sends {
+		bufs = append(bufs, namedBuffer{role: "send to", buf: x.Buf, peer: x.Peer})
 	}
-	if r := t.a.ncclCommUserRank(nc.h, &rank); r != ncclSuccess {
-		err := nc.ncclErr("ncclCommUserRank", r)
-		nc.abort(err)
-		return nil, wrap(t, err)
+	for _, x := range recvs {
+		bufs = append(bufs, namedBuffer{role: "receive from", buf: x.Buf, peer: x.Peer})
 	}
-	nc.rank = int(rank)
-	if err := nc.onDevice(func() error {
-		if r := t.a.cudaStreamCreate(&nc.stream, cudaStreamNonBlocking); r != cudaSuccess {
-			return nc.cudaErr("cudaStreamCreateWithFlags", r)
-		}
-		return nil
-	}); err != nil {
-		nc.destroy(t.cfg.CloseTimeout)
-		return nil, wrap(t, err)
+	at := func(xs []transport.DeviceTransfer) func(int) (int, uintptr, int) {
+		return func(i int) (int, uintptr, int) { return xs[i].Peer, xs[i].Buf.Ptr, xs[i].Buf.Len }
 	}
-	cfg := t.cfg
-	cfg.Rank, cfg.Size = int(rank), int(n)
-	cfg.Name = fmt.Sprintf("%s/split%d/color%d", t.cfg.Name, seq, color)
-	life, kill := context.WithCancel(t.life)
-	nc.life = life
-	sub := &Transport{
-		cfg: cfg, a: t.a, version: t.version, dev: t.dev, prefix: "nccl/" + cfg.Name,
-		store: t.store, rank: cfg.Rank, size: cfg.Size, main: nc, life: life, kill: kill,
-		started: true, pairs: make(map[[2]int]*pairEntry),
-	}
-	t.mu.Lock()
-	t.children = append(t.children, sub)
-	t.mu.Unlock()
-	return sub, nil
+	return wrap(t, c.runDevice(ctx, what, bufs, func() (string, int32) {
+		return c.group(len(sends), len(recvs), at(sends), at(recvs))
+	}))
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -13,25 +14,35 @@ import (
 )
 
 // comm is one NCCL communicator with its CUDA stream and the device and
-// pinned host buffers its operations stage data through. Its operations run
-// one at a time (mu), as NCCL requires of a communicator.
+// pinned host buffers its host-memory operations stage data through. Its
+// operations run one at a time (mu), as NCCL requires of a communicator.
 type comm struct {
 	a        *api
 	version  int
 	dev      int32
-	rank     int  // this rank in the communicator, for errors
-	blocking bool // created without the non-blocking config
+	cuCtx    uintptr // the device's primary context
+	rank     int     // this rank in the communicator, for errors
+	blocking bool    // created in NCCL's (default) blocking mode
 	life     context.Context
 
-	mu     sync.Mutex
-	h      uintptr // ncclComm_t; 0 once destroyed or aborted
-	stream uintptr
-	dead   error // why h is gone
-	sendD  devBuf
-	recvD  devBuf
-	hostS  hostBuf
-	hostR  hostBuf
-	leak   bool // aborted: freeing could wait on a stuck kernel
+	mu       sync.Mutex
+	h        uintptr // ncclComm_t; fixed once created
+	stream   uintptr
+	sendD    devBuf
+	recvD    devBuf
+	hostS    hostBuf
+	hostR    hostBuf
+	attrs    *pointerAttrs
+	released bool // destroyed, buffers freed
+
+	// Abort state, which the watchdog changes from another goroutine
+	// while an operation holds mu.
+	inLaunch atomic.Bool // an NCCL call that may block is running
+	gone     atomic.Bool // h was aborted or destroyed
+	abortMu  sync.Mutex
+	why      error // why h is gone; set before gone
+	leak     bool  // aborted: freeing could wait on a stuck kernel
+	stopLife func() bool
 }
 
 type devBuf struct {
@@ -51,25 +62,38 @@ func (b hostBuf) bytes(n int) []byte {
 	return unsafe.Slice((*byte)(b.p), n)
 }
 
+func newComm(t *Transport, rank int) *comm {
+	c := &comm{a: t.a, version: t.version, dev: t.dev, cuCtx: t.cuCtx, rank: rank, life: t.life,
+		blocking: !t.cfg.NonBlocking || t.a.ncclCommInitRankCfg == nil, attrs: new(pointerAttrs)}
+	// A blocking NCCL call stuck when the Transport closes (a peer gone
+	// while NCCL connects) is ended by aborting the communicator.
+	c.stopLife = context.AfterFunc(t.life, func() {
+		if c.inLaunch.Load() {
+			c.abort(transport.ErrClosed)
+		}
+	})
+	return c
+}
+
 // onDevice runs f on one OS thread with this communicator's device
-// current: CUDA's current device belongs to the thread, and goroutines move
+// current: a CUDA context belongs to the thread, and goroutines move
 // between threads.
 func (c *comm) onDevice(f func() error) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if r := c.a.cudaSetDevice(c.dev); r != cudaSuccess {
-		return c.cudaErr("cudaSetDevice", r)
+	if r := c.a.cuCtxSetCurrent(c.cuCtx); r != cuSuccess {
+		return c.cudaErr("cuCtxSetCurrent", r)
 	}
 	return f()
 }
 
 func (c *comm) cudaErr(call string, code int32) error {
-	return &CallError{Rank: c.rank, Call: call, Code: code, Msg: c.a.cudaGetErrorString(code)}
+	return &CallError{Rank: c.rank, Call: call, Code: code, Msg: c.a.cudaErrorString(code)}
 }
 
 func (c *comm) ncclErr(call string, code int32) error {
 	msg := c.a.ncclGetErrorString(code)
-	if c.a.ncclGetLastError != nil {
+	if c.a.ncclGetLastError != nil && !c.gone.Load() {
 		if last := c.a.ncclGetLastError(c.h); last != "" {
 			msg += ": " + last
 		}
@@ -79,47 +103,62 @@ func (c *comm) ncclErr(call string, code int32) error {
 
 // usable returns the reason c cannot run operations, if any.
 func (c *comm) usable() error {
-	if c.h == 0 {
-		if c.dead != nil {
-			return fmt.Errorf("%w: %w", transport.ErrClosed, c.dead)
+	if c.gone.Load() {
+		if c.why != nil && c.why != transport.ErrClosed {
+			return fmt.Errorf("%w: %w", transport.ErrClosed, c.why)
 		}
+		return transport.ErrClosed
+	}
+	if c.h == 0 {
 		return transport.ErrClosed
 	}
 	return nil
 }
 
 // abort tears the communicator down at once (ncclCommAbort), which also
-// stops its kernels, and makes why the error of every later operation.
+// stops its kernels and unblocks an NCCL call stuck in another goroutine,
+// and makes why the error of every later operation. It is safe from any
+// goroutine and acts once.
 func (c *comm) abort(why error) {
-	if c.h == 0 {
+	c.abortMu.Lock()
+	defer c.abortMu.Unlock()
+	if c.h == 0 || c.gone.Load() {
 		return
 	}
+	c.why = why
+	c.gone.Store(true)
 	c.a.ncclCommAbort(c.h)
-	c.h, c.dead, c.leak = 0, why, true
+	c.leak = true
 }
 
-// backoff paces a polling loop: it yields for the first tens of
-// microseconds, for latency, then sleeps, doubling up to a millisecond.
-type backoff struct {
+// spinner paces a polling loop: it spins for the first rounds, where a
+// small collective ends, yields the processor for the next milliseconds,
+// then sleeps a few microseconds at a time. It never sleeps a millisecond.
+type spinner struct {
+	n     int
 	start time.Time
 	d     time.Duration
 }
 
 const (
-	spinFor  = 50 * time.Microsecond
-	maxSleep = time.Millisecond
+	spinRounds = 64
+	yieldFor   = 2 * time.Millisecond
+	maxSleep   = 50 * time.Microsecond
 )
 
-func (b *backoff) wait() {
-	if b.start.IsZero() {
-		b.start = time.Now()
+func (s *spinner) wait() {
+	if s.n++; s.n < spinRounds {
+		return
 	}
-	if time.Since(b.start) < spinFor {
+	if s.start.IsZero() {
+		s.start = time.Now()
+	}
+	if time.Since(s.start) < yieldFor {
 		runtime.Gosched()
 		return
 	}
-	b.d = min(max(2*b.d, 5*time.Microsecond), maxSleep)
-	time.Sleep(b.d)
+	s.d = min(max(2*s.d, time.Microsecond), maxSleep)
+	time.Sleep(s.d)
 }
 
 // poll waits until NCCL has no operation of c in progress and, when stream
@@ -128,8 +167,11 @@ func (b *backoff) wait() {
 // the network surfaces here, and it aborts the communicator when ctx or the
 // transport's life ends: a stuck collective returns an error, never hangs.
 func (c *comm) poll(ctx context.Context, what string, stream bool) error {
-	var b backoff
+	var s spinner
 	for {
+		if c.gone.Load() {
+			return fmt.Errorf("%s: %w", what, c.usable())
+		}
 		var async int32
 		if r := c.a.ncclCommGetAsyncError(c.h, &async); r != ncclSuccess {
 			err := c.ncclErr("ncclCommGetAsyncError", r)
@@ -141,12 +183,12 @@ func (c *comm) poll(ctx context.Context, what string, stream bool) error {
 			if !stream {
 				return nil
 			}
-			switch q := c.a.cudaStreamQuery(c.stream); q {
-			case cudaSuccess:
+			switch q := c.a.cuStreamQuery(c.stream); q {
+			case cuSuccess:
 				return nil
-			case cudaErrorNotReady:
+			case cuErrorNotReady:
 			default:
-				err := fmt.Errorf("%s: %w", what, c.cudaErr("cudaStreamQuery", q))
+				err := fmt.Errorf("%s: %w", what, c.cudaErr("cuStreamQuery", q))
 				c.abort(err)
 				return err
 			}
@@ -161,29 +203,82 @@ func (c *comm) poll(ctx context.Context, what string, stream bool) error {
 			return fmt.Errorf("%s: %w", what, transport.ErrClosed)
 		}
 		if err := ctx.Err(); err != nil {
-			why := fmt.Errorf("%s did not finish: %w; the communicator was aborted (ncclCommAbort)", what, err)
-			if cause := context.Cause(ctx); cause != nil && cause != err {
-				why = fmt.Errorf("%s did not finish: %w (%v); the communicator was aborted (ncclCommAbort)", what, err, cause)
-			}
+			why := stuck(ctx, what, err)
 			c.abort(why)
 			return why
 		}
-		b.wait()
+		s.wait()
 	}
+}
+
+// stuck is the error of an operation ctx ended.
+func stuck(ctx context.Context, what string, err error) error {
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return fmt.Errorf("%s did not finish: %w (%v); the communicator was aborted (ncclCommAbort)", what, err, cause)
+	}
+	return fmt.Errorf("%s did not finish: %w; the communicator was aborted (ncclCommAbort)", what, err)
 }
 
 // settle handles the result of an NCCL call: success, an error, or (on a
 // non-blocking communicator) ncclInProgress, which it polls to the end.
 func (c *comm) settle(ctx context.Context, call string, r int32) error {
-	switch r {
-	case ncclSuccess:
+	switch {
+	case r == ncclSuccess && !c.gone.Load():
 		return nil
-	case ncclInProgress:
+	case r == ncclInProgress && !c.gone.Load():
 		return c.poll(ctx, call, false)
+	case c.gone.Load():
+		// The watchdog aborted the call: its reason is the error.
+		return fmt.Errorf("%s: %w", call, c.usable())
 	}
 	err := c.ncclErr(call, r)
 	c.abort(err)
 	return err
+}
+
+// enqueue runs prep (staging, checks) and then launch, which queues NCCL
+// work on c.stream, on the device's thread, and settles launch's result.
+// On a blocking communicator NCCL may block inside launch (connecting to
+// peers on first use); a watchdog then aborts the communicator when ctx or
+// the transport's life ends, which makes NCCL return. The caller holds mu.
+func (c *comm) enqueue(ctx context.Context, prep func() error, launch func() (string, int32)) error {
+	var call string
+	var r int32
+	err := c.onDevice(func() error {
+		if prep != nil {
+			if err := prep(); err != nil {
+				return err
+			}
+		}
+		if !c.blocking {
+			call, r = launch()
+			return nil
+		}
+		c.inLaunch.Store(true)
+		defer c.inLaunch.Store(false)
+		if c.life.Err() != nil {
+			c.abort(transport.ErrClosed)
+			return transport.ErrClosed
+		}
+		if ctx.Done() != nil {
+			stop := context.AfterFunc(ctx, func() {
+				if c.inLaunch.Load() {
+					c.abort(stuck(ctx, "the NCCL call", ctx.Err()))
+				}
+			})
+			defer stop()
+		}
+		call, r = launch()
+		return nil
+	})
+	if err != nil {
+		var bad *badBufferError
+		if !errors.As(err, &bad) {
+			c.abort(err)
+		}
+		return err
+	}
+	return c.settle(ctx, call, r)
 }
 
 // reserve grows the staging buffers to hold send and recv bytes.
@@ -193,13 +288,13 @@ func (c *comm) reserve(send, recv int) error {
 			return nil
 		}
 		if b.p != 0 {
-			c.a.cudaFree(b.p)
+			c.a.cuMemFree(b.p)
 			*b = devBuf{}
 		}
 		n = max(n, 4096)
 		var p uintptr
-		if r := c.a.cudaMalloc(&p, uintptr(n)); r != cudaSuccess {
-			return fmt.Errorf("allocating %d bytes on GPU %d: %w", n, c.dev, c.cudaErr("cudaMalloc", r))
+		if r := c.a.cuMemAlloc(&p, uintptr(n)); r != cuSuccess {
+			return fmt.Errorf("allocating %d bytes on GPU %d: %w", n, c.dev, c.cudaErr("cuMemAlloc", r))
 		}
 		*b = devBuf{p, n}
 		return nil
@@ -209,13 +304,13 @@ func (c *comm) reserve(send, recv int) error {
 			return nil
 		}
 		if b.p != nil {
-			c.a.cudaFreeHost(b.p)
+			c.a.cuMemFreeHost(b.p)
 			*b = hostBuf{}
 		}
 		n = max(n, 4096)
 		var p unsafe.Pointer
-		if r := c.a.cudaMallocHost(&p, uintptr(n)); r != cudaSuccess {
-			return fmt.Errorf("allocating %d bytes of pinned host memory: %w", n, c.cudaErr("cudaMallocHost", r))
+		if r := c.a.cuMemHostAlloc(&p, uintptr(n), cuMemHostAllocPortable); r != cuSuccess {
+			return fmt.Errorf("allocating %d bytes of pinned host memory: %w", n, c.cudaErr("cuMemHostAlloc", r))
 		}
 		*b = hostBuf{p, n}
 		return nil
@@ -229,9 +324,8 @@ func (c *comm) upload(p []byte, off int) error {
 		return nil
 	}
 	copy(c.hostS.bytes(off + len(p))[off:], p)
-	r := c.a.cudaMemcpyH2D(c.sendD.p+uintptr(off), unsafe.Add(c.hostS.p, off), uintptr(len(p)), cudaMemcpyHostToDevice, c.stream)
-	if r != cudaSuccess {
-		return c.cudaErr("cudaMemcpyAsync (host to device)", r)
+	if r := c.a.cuMemcpyHtoDAsync(c.sendD.p+uintptr(off), unsafe.Add(c.hostS.p, off), uintptr(len(p)), c.stream); r != cuSuccess {
+		return c.cudaErr("cuMemcpyHtoDAsync", r)
 	}
 	return nil
 }
@@ -242,9 +336,8 @@ func (c *comm) download(off, n int) error {
 	if n == 0 {
 		return nil
 	}
-	r := c.a.cudaMemcpyD2H(unsafe.Add(c.hostR.p, off), c.recvD.p+uintptr(off), uintptr(n), cudaMemcpyDeviceToHost, c.stream)
-	if r != cudaSuccess {
-		return c.cudaErr("cudaMemcpyAsync (device to host)", r)
+	if r := c.a.cuMemcpyDtoHAsync(unsafe.Add(c.hostR.p, off), c.recvD.p+uintptr(off), uintptr(n), c.stream); r != cuSuccess {
+		return c.cudaErr("cuMemcpyDtoHAsync", r)
 	}
 	return nil
 }
@@ -264,26 +357,22 @@ func (c *comm) run(ctx context.Context, what string, send []byte, recvLen int, o
 	if err := c.usable(); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	var call string
-	var r int32
-	err := c.onDevice(func() error {
+	prep := func() error {
 		if err := c.reserve(len(send), recvLen); err != nil {
 			return err
 		}
-		if err := c.upload(send, 0); err != nil {
-			return err
-		}
-		call, r = launch(c.sendD.p, c.recvD.p)
-		return nil
-	})
-	if err != nil {
-		c.abort(err)
+		return c.upload(send, 0)
+	}
+	if err := c.enqueue(ctx, prep, func() (string, int32) { return launch(c.sendD.p, c.recvD.p) }); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	if err := c.settle(ctx, call, r); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	if out != nil {
+	return c.finish(ctx, what, out)
+}
+
+// finish queues the copy of len(out) bytes of the device receive buffer
+// back, waits for the stream and fills out.
+func (c *comm) finish(ctx context.Context, what string, out []byte) error {
+	if len(out) > 0 {
 		if err := c.onDevice(func() error { return c.download(0, len(out)) }); err != nil {
 			c.abort(err)
 			return fmt.Errorf("%s: %w", what, err)
@@ -292,10 +381,32 @@ func (c *comm) run(ctx context.Context, what string, send []byte, recvLen int, o
 	if err := c.poll(ctx, what, true); err != nil {
 		return err
 	}
-	if out != nil {
+	if len(out) > 0 {
 		c.fetch(out, 0)
 	}
 	return nil
+}
+
+// runDevice launches an NCCL operation on device memory, after checking
+// its buffers, and waits for it within ctx. Nothing is copied.
+func (c *comm) runDevice(ctx context.Context, what string, bufs []namedBuffer, launch func() (string, int32)) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.usable(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	prep := func() error {
+		for _, b := range bufs {
+			if err := c.checkBuffer(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := c.enqueue(ctx, prep, launch); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return c.poll(ctx, what, true)
 }
 
 // destroy ends the communicator in order (ncclCommFinalize, bounded by
@@ -304,8 +415,11 @@ func (c *comm) run(ctx context.Context, what string, send []byte, recvLen int, o
 func (c *comm) destroy(timeout time.Duration) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.stopLife != nil {
+		c.stopLife()
+	}
 	var err error
-	if c.h != 0 {
+	if c.h != 0 && !c.gone.Load() {
 		if c.a.ncclCommFinalize != nil && !c.blocking {
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			r := c.a.ncclCommFinalize(c.h)
@@ -317,36 +431,40 @@ func (c *comm) destroy(timeout time.Duration) error {
 			c.life = life
 			cancel()
 		}
-		if c.h != 0 {
+		c.abortMu.Lock()
+		if !c.gone.Load() {
 			if r := c.a.ncclCommDestroy(c.h); r != ncclSuccess {
 				err = errors.Join(err, c.ncclErr("ncclCommDestroy", r))
 			}
-			c.h = 0
+			c.why = transport.ErrClosed
+			c.gone.Store(true)
 		}
-		if c.dead == nil {
-			c.dead = transport.ErrClosed
-		}
+		c.abortMu.Unlock()
 	}
-	if c.leak {
-		// After an abort a kernel may still be stuck; cudaFree would wait
+	c.abortMu.Lock()
+	leak := c.leak
+	c.abortMu.Unlock()
+	if leak || c.released {
+		// After an abort a kernel may still be stuck; cuMemFree would wait
 		// for the whole device. The memory goes with the process.
 		return err
 	}
+	c.released = true
 	c.onDevice(func() error {
 		if c.sendD.p != 0 {
-			c.a.cudaFree(c.sendD.p)
+			c.a.cuMemFree(c.sendD.p)
 		}
 		if c.recvD.p != 0 {
-			c.a.cudaFree(c.recvD.p)
+			c.a.cuMemFree(c.recvD.p)
 		}
 		if c.hostS.p != nil {
-			c.a.cudaFreeHost(c.hostS.p)
+			c.a.cuMemFreeHost(c.hostS.p)
 		}
 		if c.hostR.p != nil {
-			c.a.cudaFreeHost(c.hostR.p)
+			c.a.cuMemFreeHost(c.hostR.p)
 		}
 		if c.stream != 0 {
-			c.a.cudaStreamDestroy(c.stream)
+			c.a.cuStreamDestroy(c.stream)
 		}
 		return nil
 	})

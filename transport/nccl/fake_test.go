@@ -26,11 +26,24 @@ import (
 // collkit makes goes through purego into C, with the real signatures.
 
 type fakeControl struct {
-	setMode  func(int32)
-	aborts   func() int32
-	destroys func() int32
-	last     func(*[8]int64)
+	setMode      func(int32)
+	release      func()
+	setDevices   func(int32)
+	aborts       func() int32
+	destroys     func() int32
+	wrongStreams func() int32
+	liveAllocs   func() int32
+	last         func(*[8]int64)
 }
+
+// The fake's modes (fake_set_mode).
+const (
+	fakeOK          = 0
+	fakeHangStream  = 1
+	fakeAsyncError  = 2
+	fakeHangInit    = 3
+	fakeBlockLaunch = 4
+)
 
 var (
 	fakeOnce sync.Once
@@ -61,7 +74,7 @@ func loadFake(t *testing.T) (*api, fakeControl) {
 		}
 		env := searchEnv{
 			getenv: func(k string) string {
-				if k == EnvNCCLLib || k == EnvCUDARTLib {
+				if k == EnvNCCLLib || k == EnvCUDALib {
 					return so
 				}
 				return ""
@@ -81,19 +94,36 @@ func loadFake(t *testing.T) (*api, fakeControl) {
 		purego.RegisterLibFunc(&fakeCtl.aborts, h, "fake_aborts")
 		purego.RegisterLibFunc(&fakeCtl.destroys, h, "fake_destroys")
 		purego.RegisterLibFunc(&fakeCtl.last, h, "fake_last")
+		purego.RegisterLibFunc(&fakeCtl.release, h, "fake_release")
+		purego.RegisterLibFunc(&fakeCtl.setDevices, h, "fake_set_devices")
+		purego.RegisterLibFunc(&fakeCtl.wrongStreams, h, "fake_wrong_streams")
+		purego.RegisterLibFunc(&fakeCtl.liveAllocs, h, "fake_live_device_allocs")
 	})
 	if fakeErr != nil {
 		t.Skipf("cannot build the fake NCCL library for the binding tests: %v", fakeErr)
 	}
 	fakeMu.Lock()
-	t.Cleanup(func() { fakeCtl.setMode(0); fakeMu.Unlock() })
+	before := fakeCtl.wrongStreams()
+	t.Cleanup(func() {
+		fakeCtl.setMode(fakeOK)
+		fakeCtl.setDevices(1)
+		if n := fakeCtl.wrongStreams() - before; n > 0 && !strings.Contains(t.Name(), "WrongStream") {
+			t.Errorf("%d NCCL launches on a stream that is not the communicator's", n)
+		}
+		fakeMu.Unlock()
+	})
 	return fakeAPI, fakeCtl
 }
 
 // connectFake connects a one-rank Transport to the fake library.
 func connectFake(t *testing.T, a *api) *Transport {
 	t.Helper()
-	tr, err := newWith(Config{Rank: 0, Size: 1}, a)
+	return connectFakeWith(t, a, Config{Rank: 0, Size: 1})
+}
+
+func connectFakeWith(t *testing.T, a *api, cfg Config) *Transport {
+	t.Helper()
+	tr, err := newWith(cfg, a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +324,7 @@ func TestFakeStuckStreamAborts(t *testing.T) {
 	a, ctl := loadFake(t)
 	tr := connectFake(t, a)
 	before := ctl.aborts()
-	ctl.setMode(1)
+	ctl.setMode(fakeHangStream)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	buf := make([]byte, 64)
@@ -315,7 +345,7 @@ func TestFakeAsyncErrorAborts(t *testing.T) {
 	a, ctl := loadFake(t)
 	tr := connectFake(t, a)
 	before := ctl.aborts()
-	ctl.setMode(2)
+	ctl.setMode(fakeAsyncError)
 	buf := make([]byte, 64)
 	err := tr.AllReduce(context.Background(), header(16, reduce.Float32, reduce.Sum, -1), buf, buf)
 	var ce *CallError
@@ -330,7 +360,7 @@ func TestFakeAsyncErrorAborts(t *testing.T) {
 func TestFakeCloseDestroysAndUnblocks(t *testing.T) {
 	a, ctl := loadFake(t)
 	tr := connectFake(t, a)
-	ctl.setMode(1)
+	ctl.setMode(fakeHangStream)
 	done := make(chan error, 1)
 	go func() {
 		buf := make([]byte, 64)
@@ -346,7 +376,7 @@ func TestFakeCloseDestroysAndUnblocks(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close did not end a stuck collective")
 	}
-	ctl.setMode(0)
+	ctl.setMode(fakeOK)
 	tr2 := connectFake(t, a)
 	before := ctl.destroys()
 	if err := tr2.Close(); err != nil {

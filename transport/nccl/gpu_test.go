@@ -24,9 +24,8 @@ func gpuWorld(t testing.TB, size int) []*Transport {
 		t.Skipf("%v", err)
 	}
 	a, _ := loadDefault()
-	var n int32
-	if r := a.cudaGetDeviceCount(&n); r != cudaSuccess || int(n) < size {
-		t.Skipf("needs %d CUDA devices, have %d (cudaGetDeviceCount code %d)", size, n, r)
+	if n, err := a.devices(); err != nil || n < size {
+		t.Skipf("needs %d CUDA devices, have %d (%v)", size, n, err)
 	}
 	store := bootstrap.NewMemStore()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

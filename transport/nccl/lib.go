@@ -42,11 +42,11 @@ func load(e searchEnv) (a *api, err error) {
 	if err != nil {
 		return nil, err
 	}
-	ch, cpath, err := open(e, cudartLibrary)
+	ch, cpath, err := open(e, cudaLibrary)
 	if err != nil {
 		return nil, err
 	}
-	a = &api{ncclPath: npath, cudartPath: cpath}
+	a = &api{ncclPath: npath, cudaPath: cpath}
 	var missing []string
 	bind := func(h uintptr, fptr any, name string, required bool) {
 		sym, err := purego.Dlsym(h, name)
@@ -81,23 +81,29 @@ func load(e searchEnv) (a *api, err error) {
 	req(&a.ncclRecv, "ncclRecv")
 	req(&a.ncclGroupStart, "ncclGroupStart")
 	req(&a.ncclGroupEnd, "ncclGroupEnd")
+	// The driver API's versioned names (cuda.h maps cuMemAlloc to
+	// cuMemAlloc_v2 and so on), which every driver since CUDA 4 exports.
 	creq := func(fptr any, name string) { bind(ch, fptr, name, true) }
-	creq(&a.cudaGetDeviceCount, "cudaGetDeviceCount")
-	creq(&a.cudaSetDevice, "cudaSetDevice")
-	creq(&a.cudaMalloc, "cudaMalloc")
-	creq(&a.cudaFree, "cudaFree")
-	creq(&a.cudaMallocHost, "cudaMallocHost")
-	creq(&a.cudaFreeHost, "cudaFreeHost")
-	creq(&a.cudaMemcpyH2D, "cudaMemcpyAsync")
-	creq(&a.cudaMemcpyD2H, "cudaMemcpyAsync")
-	creq(&a.cudaStreamCreate, "cudaStreamCreateWithFlags")
-	creq(&a.cudaStreamDestroy, "cudaStreamDestroy")
-	creq(&a.cudaStreamQuery, "cudaStreamQuery")
-	creq(&a.cudaGetErrorString, "cudaGetErrorString")
-	creq(&a.cudaRuntimeGetVersion, "cudaRuntimeGetVersion")
-	creq(&a.cudaDriverGetVersion, "cudaDriverGetVersion")
+	creq(&a.cuInit, "cuInit")
+	creq(&a.cuDriverGetVersion, "cuDriverGetVersion")
+	creq(&a.cuDeviceGetCount, "cuDeviceGetCount")
+	creq(&a.cuDeviceGet, "cuDeviceGet")
+	creq(&a.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain")
+	creq(&a.cuCtxSetCurrent, "cuCtxSetCurrent")
+	creq(&a.cuMemAlloc, "cuMemAlloc_v2")
+	creq(&a.cuMemFree, "cuMemFree_v2")
+	creq(&a.cuMemHostAlloc, "cuMemHostAlloc")
+	creq(&a.cuMemFreeHost, "cuMemFreeHost")
+	creq(&a.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2")
+	creq(&a.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2")
+	creq(&a.cuMemsetD8Async, "cuMemsetD8Async")
+	creq(&a.cuStreamCreate, "cuStreamCreate")
+	creq(&a.cuStreamDestroy, "cuStreamDestroy_v2")
+	creq(&a.cuStreamQuery, "cuStreamQuery")
+	creq(&a.cuPointerGetAttributes, "cuPointerGetAttributes")
+	creq(&a.cuGetErrorString, "cuGetErrorString")
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("nccl: %w: %s or %s lacks %v; it is too old or not NCCL/CUDA (NCCL >= 2.12 is needed)",
+		return nil, fmt.Errorf("nccl: %w: %s or %s lacks %v; it is too old or not NCCL/the CUDA driver (NCCL >= 2.12 and a CUDA 11 or newer driver are needed)",
 			ErrNotAvailable, npath, cpath, missing)
 	}
 	return a, nil

@@ -23,19 +23,23 @@ type Config struct {
 	// Name sets this communicator's keys in the bootstrap store apart from
 	// other communicators' on the same store. Empty means "default".
 	Name string
-	// Algo forces NCCL's algorithm: "ring" or "tree" set NCCL_ALGO for the
-	// process before the communicator is created (NCCL reads it then, so it
-	// is fixed for the communicator's life). Empty means NCCL chooses.
+	// Algo forces NCCL's all-reduce algorithm, "ring" or "tree", through
+	// NCCL_ALGO, which NCCL reads when the communicator is created (so it
+	// is fixed for the communicator's life). On NCCL 2.24 and newer it is
+	// set for all-reduce only ("allreduce:tree"); older NCCL takes one
+	// algorithm for every collective, so there ring is set for all of
+	// them and tree is refused. Empty means NCCL chooses.
 	Algo string
 	// CloseTimeout bounds how long Close waits for NCCL to finish the
 	// communicators in order before it aborts them. Zero means 10 s.
 	CloseTimeout time.Duration
-	// Blocking creates communicators with NCCL's default blocking mode
-	// instead of the non-blocking one. Creating one then cannot be bounded
-	// by a context: a missing peer hangs Connect. Use it only to work
-	// around an NCCL whose non-blocking mode misbehaves. NCCL older than
-	// 2.14 has no non-blocking mode and is always blocking.
-	Blocking bool
+	// NonBlocking creates communicators in NCCL's non-blocking mode, where
+	// every call returns at once and collkit polls it to the end. It costs
+	// a thread that NCCL starts for each grouped call (each collective), so
+	// the default is NCCL's blocking mode, with a watchdog that aborts the
+	// communicator when a call outlives its context (see the package doc).
+	// NCCL older than 2.14 has no non-blocking mode.
+	NonBlocking bool
 }
 
 // ErrNoDevice is wrapped by Connect when NCCL loads but no CUDA device can
@@ -54,13 +58,16 @@ const DefaultCloseTimeout = 10 * time.Second
 // another, in issue order, and the Transport contract lets a rank send to
 // and receive from a peer concurrently.
 //
-// All data passes through host memory: each call copies its input to the
-// GPU, runs NCCL there, and copies the result back.
+// The []byte methods take host memory: each call copies its input to the
+// GPU, runs NCCL there, and copies the result back. The Device methods
+// (transport.DeviceCollectives, transport.DeviceExchanger) take GPU memory
+// and copy nothing.
 type Transport struct {
 	cfg      Config
 	a        *api
 	version  int
 	dev      int32
+	cuCtx    uintptr
 	prefix   string // store key prefix
 	store    bootstrap.Store
 	rank     int
@@ -79,14 +86,16 @@ type Transport struct {
 var (
 	_ transport.Transport         = (*Transport)(nil)
 	_ transport.NativeCollectives = (*Transport)(nil)
+	_ transport.DeviceCollectives = (*Transport)(nil)
+	_ transport.DeviceExchanger   = (*Transport)(nil)
 )
 
-// Available returns nil when NCCL and the CUDA runtime load on this machine,
+// Available returns nil when NCCL and the CUDA driver load on this machine,
 // and otherwise the error, wrapping ErrNotAvailable, that New would return.
 // It does not look for a GPU.
 func Available() error { return available() }
 
-// New checks cfg and loads NCCL and the CUDA runtime (once per process). It
+// New checks cfg and loads NCCL and the CUDA driver (once per process). It
 // touches no GPU and talks to no one; Connect does.
 func New(cfg Config) (*Transport, error) {
 	a, err := loadDefault()
@@ -110,7 +119,8 @@ func newWith(cfg Config, a *api) (*Transport, error) {
 	case cfg.CloseTimeout < 0:
 		return bad("CloseTimeout %v is negative", cfg.CloseTimeout)
 	}
-	if _, err := algoEnv(cfg.Algo); err != nil {
+	if cfg.Algo != "" && cfg.Algo != "ring" && cfg.Algo != "tree" {
+		_, err := algoEnv(cfg.Algo, 0)
 		return bad("%v", err)
 	}
 	if cfg.Name == "" {
@@ -134,7 +144,7 @@ func newWith(cfg Config, a *api) (*Transport, error) {
 // Version is the loaded NCCL's version, such as "2.21.5", and the paths
 // of the libraries.
 func (t *Transport) Version() string {
-	return fmt.Sprintf("NCCL %s (%s, CUDA runtime %s)", versionString(t.version), t.a.ncclPath, t.a.cudartPath)
+	return fmt.Sprintf("NCCL %s (%s, CUDA driver %s)", versionString(t.version), t.a.ncclPath, t.a.cudaPath)
 }
 
 // Rank is this rank in the communicator.
@@ -170,18 +180,24 @@ func (t *Transport) Connect(ctx context.Context, store bootstrap.Store) error {
 	t.mu.Unlock()
 	t.store = store
 
-	var n int32
-	if r := t.a.cudaGetDeviceCount(&n); r != cudaSuccess || n == 0 {
-		why := "none is visible"
-		if r != cudaSuccess {
-			why = fmt.Sprintf("cudaGetDeviceCount: %s (code %d)", t.a.cudaGetErrorString(r), r)
-		}
-		return fmt.Errorf("nccl: rank %d: %w: %s; check the NVIDIA driver (nvidia-smi) and CUDA_VISIBLE_DEVICES", t.rank, ErrNoDevice, why)
+	n, err := t.a.devices()
+	if err != nil {
+		return fmt.Errorf("nccl: rank %d: %w", t.rank, err)
 	}
-	t.dev = int32(t.cfg.LocalRank % int(n))
-	if algo, _ := algoEnv(t.cfg.Algo); algo != "" {
+	if err := t.shareGPU(n); err != nil {
+		return err
+	}
+	t.dev = int32(t.cfg.LocalRank % n)
+	if t.cuCtx, err = t.a.context(int(t.dev)); err != nil {
+		return fmt.Errorf("nccl: rank %d: GPU %d: %w", t.rank, t.dev, err)
+	}
+	algo, err := algoEnv(t.cfg.Algo, t.version)
+	if err != nil {
+		return fmt.Errorf("nccl: rank %d: %w", t.rank, err)
+	}
+	if algo != "" {
 		if cur := os.Getenv("NCCL_ALGO"); cur != "" && cur != algo {
-			return fmt.Errorf("nccl: rank %d: NCCL_ALGO=%s is set but the algorithm asked for is %s; unset NCCL_ALGO or ask for the same", t.rank, cur, t.cfg.Algo)
+			return fmt.Errorf("nccl: rank %d: NCCL_ALGO=%s is set but the algorithm asked for is %s (NCCL_ALGO=%s); unset NCCL_ALGO or ask for no algorithm", t.rank, cur, t.cfg.Algo, algo)
 		}
 		os.Setenv("NCCL_ALGO", algo)
 	}
@@ -236,34 +252,115 @@ func exchangeID(ctx context.Context, store bootstrap.Store, key string, rank int
 	return id, nil
 }
 
-// initComm creates a communicator of n ranks on this rank's device,
-// bounded by ctx unless it must be blocking.
-func (t *Transport) initComm(ctx context.Context, what string, n int, id uniqueID, rank int) (*comm, error) {
-	c := &comm{a: t.a, version: t.version, dev: t.dev, rank: rank, life: t.life,
-		blocking: t.cfg.Blocking || t.a.ncclCommInitRankCfg == nil}
-	var r int32
-	err := c.onDevice(func() error {
-		if r := t.a.cudaStreamCreate(&c.stream, cudaStreamNonBlocking); r != cudaSuccess {
-			return c.cudaErr("cudaStreamCreateWithFlags", r)
-		}
-		if c.blocking {
-			r = t.a.ncclCommInitRank(&c.h, int32(n), id, int32(rank))
-		} else {
-			r = t.a.ncclCommInitRankCfg(&c.h, int32(n), id, int32(rank), nonBlockingConfig())
-		}
+// ErrGPUShared is wrapped by Connect when more ranks than GPUs run on one
+// node and this NCCL cannot put two ranks on one GPU.
+var ErrGPUShared = errors.New("more ranks than GPUs")
+
+// EnvMultiRankGPU is the variable with which NCCL 2.30 and newer let
+// several ranks share one GPU.
+const EnvMultiRankGPU = "NCCL_MULTI_RANK_GPU_ENABLE"
+
+// shareGPU returns an error when this rank would share a GPU with a rank
+// of lower local rank and NCCL cannot do that ("Duplicate GPU").
+func (t *Transport) shareGPU(gpus int) error {
+	if t.cfg.LocalRank < gpus {
 		return nil
-	})
-	if err == nil && r != ncclSuccess && r != ncclInProgress {
-		err = c.ncclErr("ncclCommInitRank", r)
-		c.abort(err)
 	}
-	if err == nil && r == ncclInProgress {
-		err = c.poll(ctx, "ncclCommInitRank", false)
+	return fmt.Errorf("nccl: rank %d: %w", t.rank, GPUShareError(t.cfg.LocalRank+1, gpus, t.version))
+}
+
+// GPUShareError is nil when ranks ranks can run on a node of gpus GPUs with
+// an NCCL of version code v, and otherwise says why not and what to do.
+func GPUShareError(ranks, gpus, v int) error {
+	if ranks <= gpus {
+		return nil
 	}
-	if err != nil {
+	if v >= ncclVersionCode2_30 {
+		if os.Getenv(EnvMultiRankGPU) == "1" {
+			return nil
+		}
+		return fmt.Errorf("%w: %d ranks on %d GPU(s): NCCL %s puts several ranks on one GPU only with %s=1; set it, or run at most %d ranks per node",
+			ErrGPUShared, ranks, gpus, versionString(v), EnvMultiRankGPU, gpus)
+	}
+	return fmt.Errorf("%w: %d ranks on %d GPU(s): NCCL %s allows one rank per GPU (NCCL 2.30 and newer take %s=1 to share); run at most %d ranks per node",
+		ErrGPUShared, ranks, gpus, versionString(v), EnvMultiRankGPU, gpus)
+}
+
+// initComm creates a communicator of n ranks on this rank's device,
+// bounded by ctx. A non-blocking communicator is polled to the end. A
+// blocking one is created on a goroutine of its own: when ctx ends first,
+// initComm returns an error at once and the goroutine aborts the
+// communicator if NCCL ever returns it.
+func (t *Transport) initComm(ctx context.Context, what string, n int, id uniqueID, rank int) (*comm, error) {
+	c := newComm(t, rank)
+	fail := func(err error) (*comm, error) {
 		c.destroy(0)
 		return nil, fmt.Errorf("nccl: rank %d: creating %s (%d ranks) on GPU %d: %w", t.rank, what, n, t.dev, err)
 	}
+	if err := c.onDevice(func() error {
+		if r := t.a.cuStreamCreate(&c.stream, cuStreamNonBlocking); r != cuSuccess {
+			return c.cudaErr("cuStreamCreate", r)
+		}
+		return nil
+	}); err != nil {
+		return fail(err)
+	}
+	if !c.blocking {
+		var r int32
+		c.onDevice(func() error {
+			r = t.a.ncclCommInitRankCfg(&c.h, int32(n), id, int32(rank), configure(false))
+			return nil
+		})
+		switch r {
+		case ncclSuccess:
+		case ncclInProgress:
+			if err := c.poll(ctx, "ncclCommInitRank", false); err != nil {
+				return fail(err)
+			}
+		default:
+			err := c.ncclErr("ncclCommInitRank", r)
+			c.abort(err)
+			return fail(err)
+		}
+		return c, nil
+	}
+	type result struct {
+		h uintptr
+		r int32
+	}
+	const pending, delivered, abandoned = 0, 1, 2
+	var state atomic.Int32
+	done := make(chan result, 1)
+	go func() {
+		var res result
+		c.onDevice(func() error {
+			res.r = t.a.ncclCommInitRank(&res.h, int32(n), id, int32(rank))
+			return nil
+		})
+		if !state.CompareAndSwap(pending, delivered) && res.r == ncclSuccess {
+			t.a.ncclCommAbort(res.h) // nobody waits for it any more
+		}
+		done <- res
+	}()
+	var res result
+	select {
+	case <-ctx.Done():
+	case <-t.life.Done():
+	case res = <-done:
+	}
+	if state.CompareAndSwap(pending, abandoned) {
+		if t.life.Err() != nil {
+			return fail(transport.ErrClosed)
+		}
+		return fail(fmt.Errorf("ncclCommInitRank did not return: %w; a rank is missing or stuck (if NCCL ever forms the communicator, it is aborted)", context.Cause(ctx)))
+	}
+	if res.h == 0 && res.r == ncclSuccess {
+		res = <-done // delivered while ctx ended
+	}
+	if res.r != ncclSuccess {
+		return fail(&CallError{Rank: rank, Call: "ncclCommInitRank", Code: res.r, Msg: t.a.ncclGetErrorString(res.r)})
+	}
+	c.h = res.h
 	return c, nil
 }
 

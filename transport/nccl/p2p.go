@@ -155,7 +155,7 @@ func (c *comm) message(ctx context.Context, hdr, body, hdrOut, bodyOut []byte) e
 			return "ncclRecv", c.a.ncclRecv(c.recvD.p, uintptr(n), ncclUint8, 0, c.h, c.stream)
 		})
 	}
-	if err := c.onDevice(func() error {
+	stage := func() error {
 		if send {
 			if err := c.reserve(n, 0); err != nil {
 				return err
@@ -166,18 +166,12 @@ func (c *comm) message(ctx context.Context, hdr, body, hdrOut, bodyOut []byte) e
 			return c.upload(body, len(hdr))
 		}
 		return c.reserve(0, n)
-	}); err != nil {
-		c.abort(err)
-		return err
 	}
-	for _, call := range calls {
-		var name string
-		var r int32
-		if err := c.onDevice(func() error { name, r = call(); return nil }); err != nil {
-			c.abort(err)
-			return err
+	for i, call := range calls {
+		if i > 0 {
+			stage = nil
 		}
-		if err := c.settle(ctx, name, r); err != nil {
+		if err := c.enqueue(ctx, stage, call); err != nil {
 			return err
 		}
 	}

@@ -41,18 +41,18 @@ func TestCandidatesOverride(t *testing.T) {
 
 func TestCandidatesPipLayouts(t *testing.T) {
 	venvNCCL := "/venv/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so.2"
-	venvCudart := "/venv/lib/python3.11/site-packages/nvidia/cuda_runtime/lib/libcudart.so.12"
 	userNCCL := "/home/u/.local/lib/python3.10/site-packages/nvidia/nccl/lib/libnccl.so.2"
-	e := fakeEnv(map[string]string{"VIRTUAL_ENV": "/venv", "HOME": "/home/u"}, venvNCCL, venvCudart, userNCCL)
+	driver := "/usr/lib/x86_64-linux-gnu/libcuda.so.1"
+	e := fakeEnv(map[string]string{"VIRTUAL_ENV": "/venv", "HOME": "/home/u"}, venvNCCL, userNCCL, driver)
 	got := e.candidates(ncclLibrary)
 	want := []string{"libnccl.so.2", "libnccl.so", venvNCCL, userNCCL}
 	if !slices.Equal(got, want) {
 		t.Errorf("nccl candidates %v, want %v", got, want)
 	}
-	got = e.candidates(cudartLibrary)
-	want = []string{"libcudart.so.12", "libcudart.so.11.0", "libcudart.so.11", "libcudart.so", venvCudart}
+	got = e.candidates(cudaLibrary)
+	want = []string{"libcuda.so.1", "libcuda.so", driver}
 	if !slices.Equal(got, want) {
-		t.Errorf("cudart candidates %v, want %v", got, want)
+		t.Errorf("driver candidates %v, want %v", got, want)
 	}
 }
 
@@ -63,7 +63,7 @@ func TestNotFoundMessage(t *testing.T) {
 		t.Fatalf("%v does not wrap ErrNotAvailable", err)
 	}
 	for _, want := range []string{"nccl: NCCL not available: libnccl.so.2 not found (searched: ",
-		"/venv/lib/python3.12/site-packages/nvidia/nccl/lib", "pip install nvidia-nccl-cu12", EnvNCCLLib} {
+		"/venv/lib/python3.12/site-packages/nvidia/nccl/lib", "pip install nvidia-nccl-cu13", "/venv/lib/python3.12/site-packages/nvidia/cu13/lib", EnvNCCLLib} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
@@ -126,21 +126,33 @@ func TestMappingTables(t *testing.T) {
 			t.Errorf("versionString(%d) = %s, want %s", v, got, want)
 		}
 	}
-	for algo, want := range map[string]string{"": "", "ring": "Ring", "tree": "Tree"} {
-		if got, err := algoEnv(algo); err != nil || got != want {
-			t.Errorf("algoEnv(%q) = %q, %v", algo, got, err)
+	for _, c := range []struct {
+		algo string
+		v    int
+		want string
+	}{{"", 22105, ""}, {"ring", 22105, "Ring"}, {"ring", 22400, "allreduce:ring"}, {"tree", 22703, "allreduce:tree"}, {"tree", 23000, "allreduce:tree"}} {
+		if got, err := algoEnv(c.algo, c.v); err != nil || got != c.want {
+			t.Errorf("algoEnv(%q, %d) = %q, %v; want %q", c.algo, c.v, got, err, c.want)
 		}
 	}
-	if _, err := algoEnv("halvingdoubling"); err == nil {
+	// Tree on an NCCL that sets it for every collective would break
+	// broadcast, all-gather and reduce-scatter.
+	if _, err := algoEnv("tree", 22105); err == nil || !strings.Contains(err.Error(), "needs NCCL 2.24 or newer, this is 2.21.5") {
+		t.Errorf("tree on NCCL 2.21.5: %v", err)
+	}
+	if _, err := algoEnv("halvingdoubling", 22703); err == nil {
 		t.Error("algoEnv accepted halvingdoubling")
 	}
 }
 
 func TestConfigStructLayout(t *testing.T) {
-	c := nonBlockingConfig()
+	c := configure(false)
 	// ncclConfig_t of NCCL 2.18 on LP64: size_t, 6 ints, a pointer, an int.
 	if c.Size != 48 || c.Magic != 0xcafebeef || c.Version != 21800 || c.Blocking != 0 {
 		t.Errorf("config %+v", c)
+	}
+	if b := configure(true); b.Blocking != 1 || b.Size != 48 {
+		t.Errorf("blocking config %+v", b)
 	}
 }
 

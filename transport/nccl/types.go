@@ -36,14 +36,19 @@ const (
 	configUndefInt = math.MinInt32 // NCCL_CONFIG_UNDEF_INT
 )
 
-// nonBlockingConfig asks for a communicator whose calls return at once
-// (ncclInProgress) so that collkit bounds every wait itself.
-func nonBlockingConfig() *commConfig {
+// configure is the config of a communicator in NCCL's blocking mode or
+// not: a non-blocking one's calls return at once (ncclInProgress) and
+// collkit polls them to the end.
+func configure(blocking bool) *commConfig {
+	b := int32(0)
+	if blocking {
+		b = 1
+	}
 	return &commConfig{
 		Size:           unsafe.Sizeof(commConfig{}),
 		Magic:          configMagic,
 		Version:        21800, // NCCL_VERSION(2,18,0): the fields above are its ncclConfig_t
-		Blocking:       0,
+		Blocking:       b,
 		CGAClusterSize: configUndefInt,
 		MinCTAs:        configUndefInt,
 		MaxCTAs:        configUndefInt,
@@ -66,15 +71,29 @@ const (
 // ncclSplitNoColor is NCCL_SPLIT_NOCOLOR.
 const ncclSplitNoColor = -1
 
-// CUDA runtime values.
+// CUDA driver API values (cuda.h).
 const (
-	cudaSuccess            = 0
-	cudaErrorNotReady      = 600
-	cudaMemcpyHostToDevice = 1
-	cudaMemcpyDeviceToHost = 2
-	cudaStreamNonBlocking  = 1
-	ncclUint8              = 1
-	ncclVersionCode2_10    = 21000 // ncclAvg and ncclBfloat16 appeared
+	cuSuccess              = 0
+	cuErrorNoDevice        = 100
+	cuErrorNotReady        = 600
+	cuStreamNonBlocking    = 1 // CU_STREAM_NON_BLOCKING
+	cuMemHostAllocPortable = 1 // CU_MEMHOSTALLOC_PORTABLE
+
+	// CUpointer_attribute and CUmemorytype.
+	cuPointerAttrMemoryType    = 2
+	cuPointerAttrDeviceOrdinal = 9
+	cuPointerAttrRangeStart    = 11
+	cuPointerAttrRangeSize     = 12
+	cuMemoryTypeHost           = 1
+	cuMemoryTypeDevice         = 2
+	cuMemoryTypeUnified        = 4
+)
+
+const (
+	ncclUint8           = 1
+	ncclVersionCode2_10 = 21000 // ncclAvg and ncclBfloat16 appeared
+	ncclVersionCode2_24 = 22400 // NCCL_ALGO takes a collective: "allreduce:tree"
+	ncclVersionCode2_30 = 23000 // several ranks on one GPU (NCCL_MULTI_RANK_GPU_ENABLE=1)
 )
 
 // ncclDataType_t for each collkit element type.
@@ -134,24 +153,33 @@ func versionString(v int) string {
 	return fmt.Sprintf("%d.%d.%d", v/1000, v/100%10, v%100)
 }
 
-// algoEnv maps --algo to NCCL_ALGO's spelling.
-func algoEnv(algo string) (string, error) {
+// algoEnv is the NCCL_ALGO value that makes an NCCL of version v run
+// all-reduce with algo and leaves the other collectives alone. NCCL 2.24
+// and newer take it per collective ("allreduce:tree"). Older ones take one
+// algorithm for every collective: ring serves all of them, but tree
+// serves only all-reduce (broadcast, all-gather and reduce-scatter would
+// find no algorithm), so tree there is an error.
+func algoEnv(algo string, v int) (string, error) {
 	switch algo {
 	case "":
 		return "", nil
-	case "ring":
-		return "Ring", nil
-	case "tree":
-		return "Tree", nil
+	case "ring", "tree":
+		if v >= ncclVersionCode2_24 {
+			return "allreduce:" + algo, nil
+		}
+		if algo == "ring" {
+			return "Ring", nil
+		}
+		return "", fmt.Errorf("algorithm tree needs NCCL 2.24 or newer, this is %s: older NCCL takes NCCL_ALGO for every collective and has no tree broadcast, all-gather or reduce-scatter; use ring, or set NCCL_ALGO=Tree yourself if the job runs only all-reduce", versionString(v))
 	}
 	return "", fmt.Errorf("algorithm %q: NCCL runs ring or tree (NCCL_ALGO); use one of those, or empty to let NCCL choose", algo)
 }
 
-// CallError is a failed NCCL or CUDA runtime call.
+// CallError is a failed NCCL or CUDA driver call.
 type CallError struct {
 	Rank int    // this rank in the communicator
-	Call string // "ncclAllReduce", "cudaMalloc", ...
-	Code int32  // ncclResult_t or cudaError_t
+	Call string // "ncclAllReduce", "cuMemAlloc", ...
+	Code int32  // ncclResult_t or CUresult
 	Msg  string // the library's own description
 }
 

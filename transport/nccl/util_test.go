@@ -4,6 +4,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/collkit/collkit/bootstrap"
 	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
 )
@@ -30,3 +31,5 @@ func TestMain(m *testing.M) {
 func header(count int, dt reduce.DType, op reduce.Op, root int) transport.Header {
 	return transport.Header{Count: uint64(count), DType: dt, Op: op, Root: int32(root)}
 }
+
+func newStore() bootstrap.Store { return bootstrap.NewMemStore() }
