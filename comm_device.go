@@ -77,6 +77,9 @@ func (c *Comm) AllReduceDevice(ctx context.Context, dt DType, op Op, send, recv 
 		err = c.badArg(nameAllReduceDevice, "send is %d bytes but recv is %d; they must be the same size", send.Len, recv.Len)
 	}
 	h := header(transport.CollAllReduce, dt, op, send.Len/max(dt.Size(), 1), -1, 0)
+	if in, ok := c.intra.(*ncclIntra); ok && algorithmNames[c.algo] == "hierarchical" {
+		return c.hybridAllReduceDevice(ctx, in, h, send, recv, err) // comm_hybrid.go
+	}
 	return c.device(ctx, &nameAllReduceDevice, h, err, func(ctx context.Context, t transport.Transport) error {
 		return t.(transport.DeviceCollectives).AllReduceDevice(ctx, h, send, recv)
 	})

@@ -165,8 +165,8 @@ func hybridAllReduces(t *testing.T, fake string) {
 		t.Fatal(err)
 	}
 	for r, c := range cs {
-		if _, ok := c.intra.(*nccl.Transport); !ok {
-			t.Fatalf("rank %d: the intra-node transport is %T, want *nccl.Transport", r, c.intra)
+		if _, ok := c.intra.(*ncclIntra); !ok {
+			t.Fatalf("rank %d: the intra-node transport is %T, want *ncclIntra (NCCL)", r, c.intra)
 		}
 		if c.intra.Size() != 1 || c.intra.Rank() != 0 {
 			t.Fatalf("rank %d: the intra-node NCCL communicator is rank %d of %d, want 0 of 1", r, c.intra.Rank(), c.intra.Size())
@@ -223,6 +223,79 @@ func hybridAllReduces(t *testing.T, fake string) {
 					}
 				}
 			}
+		}
+	}
+	hybridDeviceAllReduces(t, cs, last)
+}
+
+// hybridDeviceAllReduces checks AllReduceDevice on the hybrid: every dtype
+// and op, out of place and in place, buffers in GPU memory (simulated by
+// the fake library), element by element; with the fake it also checks
+// that the intra-node all-gather ran on the device.
+func hybridDeviceAllReduces(t *testing.T, cs []*Comm, last func(*[8]int64)) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	alloc := func(n int) *nccl.Memory {
+		m, err := nccl.Alloc(0, max(n, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Free() })
+		return m
+	}
+	seed := uint64(1000)
+	for _, dt := range reduce.DTypes {
+		for _, op := range reduce.Ops {
+			for _, count := range []int{0, 1, 7, 4099} {
+				for _, inPlace := range []bool{false, true} {
+					seed++
+					name := fmt.Sprintf("device %v/%v/count=%d/inPlace=%v", dt, op, count, inPlace)
+					got := make([][]byte, len(cs))
+					err := errors.Join(eachComm(cs, func(r int, c *Comm) error {
+						in := make([]byte, count*dt.Size())
+						verify.Fill(dt, op, in, seed, r)
+						send := alloc(len(in))
+						if err := send.CopyFromHost(in); err != nil {
+							return err
+						}
+						recv := send
+						if !inPlace {
+							recv = alloc(len(in))
+						}
+						if err := c.AllReduceDevice(ctx, dt, op, send.Buffer().Slice(0, len(in)), recv.Buffer().Slice(0, len(in))); err != nil {
+							return err
+						}
+						got[r] = make([]byte, len(in))
+						return recv.CopyToHost(got[r])
+					})...)
+					if err != nil {
+						t.Fatalf("%s: %v", name, err)
+					}
+					want := make([]byte, count*dt.Size())
+					verify.Expect(dt, op, want, seed, len(cs))
+					for r := range cs {
+						if wrong := verify.Wrong(dt, got[r], want); wrong > 0 {
+							t.Fatalf("%s: rank %d: %d of %d elements wrong", name, r, wrong, count)
+						}
+					}
+					if last != nil && count > 0 {
+						var calls [8]int64
+						last(&calls)
+						if calls[0] != 4 || calls[1] != int64(count) {
+							t.Fatalf("%s: the last NCCL call was %d with count %d, want the intra-node all-gather (4) of %d elements", name, calls[0], calls[1], count)
+						}
+					}
+				}
+			}
+		}
+	}
+	// Device memory on the hybrid is all-reduce only: the other
+	// collectives say the main transport takes host memory.
+	m := alloc(64)
+	errs := eachComm(cs, func(r int, c *Comm) error { return c.BroadcastDevice(ctx, Float32, m.Buffer(), 0) })
+	for r, err := range errs {
+		if !errors.Is(err, ErrHostMemoryOnly) {
+			t.Errorf("rank %d: BroadcastDevice on the hybrid: %v, want ErrHostMemoryOnly", r, err)
 		}
 	}
 }

@@ -375,6 +375,7 @@ type state struct {
 	tp             topology
 	groups         [4]*group.Transport // by level; nil until needed
 	counts         []int               // the shards' element counts
+	host           []byte              // AllReduceDevice's host copy of what crosses nodes
 	run            run
 }
 
