@@ -62,6 +62,19 @@ func connectIntraNCCL(ctx context.Context, env bootstrap.Env, store bootstrap.St
 	return nil, fmt.Errorf("%s: %w", what, err)
 }
 
+// GPU is the CUDA device of this rank's NCCL communicator: the main
+// transport's with Transport "nccl", the one inside its node with
+// IntraNode "nccl". ok is false when the communicator has no NCCL.
+func (c *Comm) GPU() (dev int, ok bool) {
+	if t, ok := c.Transport().(*nccl.Transport); ok {
+		return t.Device(), true
+	}
+	if in, ok := c.intra.(*ncclIntra); ok {
+		return in.Device(), true
+	}
+	return 0, false
+}
+
 // ncclIntra is the NCCL communicator of a node with the GPU scratch memory
 // the device all-reduce stages what crosses nodes in.
 type ncclIntra struct {

@@ -215,6 +215,8 @@ func interpret(fs *pflag.FlagSet, o options, c compatFlags, raw rawFlags) (optio
 		return o, fmt.Errorf("--intra %s: only --algo hierarchical has an intra-node level; add --algo hierarchical", o.intra)
 	case o.intra == "nccl" && slices.Contains(o.transports, "nccl"):
 		return o, fmt.Errorf("--intra nccl with --transport nccl: NCCL carries every rank already; use --transport tcp or rdma between the nodes")
+	case o.intra == "nccl" && o.mem != memHost && o.coll == "allreduce" && len(o.algos) > 1:
+		return o, fmt.Errorf("--intra nccl on GPU memory: only --algo hierarchical runs there; measure the others with --mem host")
 	case o.intra == "nccl" && collkit.TransportAvailable("nccl") != nil:
 		return o, fmt.Errorf("--intra nccl: %v; or keep --transport inside nodes with --intra shm or group", collkit.TransportAvailable("nccl"))
 	case o.streams < 1:

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -36,19 +37,39 @@ func TestIntraFlag(t *testing.T) {
 
 // The GPU machine's hybrid run, on the fake library: two simulated nodes
 // of one rank each, NCCL inside each, TCP between them, every dtype and
-// op checked element by element.
+// op checked element by element, on GPU memory (the default with --intra
+// nccl) and on host memory.
 func TestHybridOverFakeNCCL(t *testing.T) {
-	stdout, stderr, code := collbench(t, fakeNCCL(t),
-		"--algo", "hierarchical", "--nodes", "2", "--np", "2", "--transport", "tcp", "--intra", "nccl",
-		"-d", "all", "-o", "all", "-b", "8", "-e", "64K", "-f", "32", "-n", "2", "-w", "1", "-q")
-	if code != 0 {
-		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	env := fakeNCCL(t)
+	for _, mem := range []string{"device", "host"} {
+		js := filepath.Join(t.TempDir(), "hybrid.json")
+		args := []string{"--algo", "hierarchical", "--nodes", "2", "--np", "2", "--transport", "tcp", "--intra", "nccl",
+			"-d", "all", "-o", "all", "-b", "8", "-e", "64K", "-f", "32", "-n", "2", "-w", "1", "-q", "--json", js}
+		if mem == "host" {
+			args = append(args, "--mem", "host")
+		}
+		stdout, stderr, code := collbench(t, env, args...)
+		if code != 0 {
+			t.Fatalf("--mem %s: exit %d\nstdout:\n%s\nstderr:\n%s", mem, code, stdout, stderr)
+		}
+		if n := strings.Count(stdout, "Out of bounds values : 0 OK"); n != 7*5 {
+			t.Fatalf("--mem %s: %d checked tables passed, want 35 (7 dtypes x 5 ops):\n%s", mem, n, stdout)
+		}
+		if !strings.Contains(stdout, "intra=nccl,inter=tcp") {
+			t.Fatalf("--mem %s: the header does not say NCCL inside nodes and TCP between:\n%s", mem, stdout)
+		}
+		b, err := os.ReadFile(js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), `"memory": "`+mem+`"`) {
+			t.Fatalf("--mem %s: the JSON does not record memory %q:\n%.2000s", mem, mem, b)
+		}
 	}
-	if n := strings.Count(stdout, "Out of bounds values : 0 OK"); n != 7*5 {
-		t.Fatalf("%d checked tables passed, want 35 (7 dtypes x 5 ops):\n%s", n, stdout)
-	}
-	if !strings.Contains(stdout, "intra=nccl,inter=tcp") {
-		t.Fatalf("the header does not say NCCL inside nodes and TCP between:\n%s", stdout)
+	// Other algorithms cannot run on GPU memory over tcp: refused up front.
+	_, stderr, code := collbench(t, env, "--algo", "hierarchical,ring", "--nodes", "2", "--np", "2", "--transport", "tcp", "--intra", "nccl")
+	if code != 2 || !strings.Contains(stderr, "only --algo hierarchical runs there") {
+		t.Fatalf("--algo hierarchical,ring --intra nccl: exit %d, stderr %s", code, stderr)
 	}
 }
 

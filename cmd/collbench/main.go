@@ -539,7 +539,7 @@ func newReport(comm *collkit.Comm, tr string, opts options, cfg bench.Config) be
 	report := bench.NewReport()
 	report.Collective, report.Algorithm, report.Transport = opts.coll, comm.Algorithm(), tr
 	report.Ranks, report.Streams, report.TransportSettings = comm.Size(), opts.streams, transportSettings(opts)
-	if tr == "nccl" {
+	if tr == "nccl" || opts.intra == "nccl" {
 		report.TransportSettings["memory"] = map[bool]string{true: memDevice, false: memHost}[opts.onDevice(tr)]
 	}
 	report.Iters, report.Warmup, report.Check, report.Seed = cfg.Iters, cfg.Warmup, cfg.Check, cfg.Seed
