@@ -20,8 +20,11 @@
 #
 # Environment: OUT (results folder), ROUNDS (comparison rounds, default 3),
 # PYTHON (the python with torch; default /opt/torch/.venv/bin/python3, then
-# python3 on PATH), COLLKIT_NCCL_LIB / COLLKIT_CUDART_LIB (override
-# collkit's search; the discovery step reports them).
+# python3 on PATH), COLLKIT_NCCL_LIB / COLLKIT_CUDA_LIB (override
+# collkit's search for libnccl.so.2 and the driver's libcuda.so.1; the
+# discovery step first runs without them). collkit needs only libnccl and
+# the driver; the C loop also needs the CUDA runtime (libcudart) of the
+# pip wheel nvidia-cuda-runtime (nvidia/cu13/lib).
 set -u
 kit=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$kit/out}
@@ -136,16 +139,16 @@ if [ -z "$nccl_lib" ]; then
 fi
 
 echo "--- collkit's own search, no COLLKIT_*, LD_LIBRARY_PATH, VIRTUAL_ENV or PYTHONPATH set:"
-if (cd "$kit" && env -u COLLKIT_NCCL_LIB -u COLLKIT_CUDART_LIB -u LD_LIBRARY_PATH -u VIRTUAL_ENV -u PYTHONPATH \
+if (cd "$kit" && env -u COLLKIT_NCCL_LIB -u COLLKIT_CUDA_LIB -u LD_LIBRARY_PATH -u VIRTUAL_ENV -u PYTHONPATH \
     "$kit/bin/collkit.test" -test.run '^TestNCCLDiscovery$' -test.v -test.count=1); then
   pass "discovery: collkit finds NCCL with no variables set"
   found=1
 else
   fail "discovery: collkit's search does not find NCCL with no variables set (its error above says where it looked)"
   found=0
-  if [ -n "${COLLKIT_NCCL_LIB:-}" ] || { [ -n "$nccl_lib" ] && [ -n "$cudart_lib" ]; }; then
-    export COLLKIT_NCCL_LIB=${COLLKIT_NCCL_LIB:-$nccl_lib} COLLKIT_CUDART_LIB=${COLLKIT_CUDART_LIB:-$cudart_lib}
-    echo "continuing with COLLKIT_NCCL_LIB=$COLLKIT_NCCL_LIB COLLKIT_CUDART_LIB=$COLLKIT_CUDART_LIB"
+  if [ -n "${COLLKIT_NCCL_LIB:-}" ] || [ -n "$nccl_lib" ]; then
+    export COLLKIT_NCCL_LIB=${COLLKIT_NCCL_LIB:-$nccl_lib}
+    echo "continuing with COLLKIT_NCCL_LIB=$COLLKIT_NCCL_LIB${COLLKIT_CUDA_LIB:+ COLLKIT_CUDA_LIB=$COLLKIT_CUDA_LIB}"
     if (cd "$kit" && "$kit/bin/collkit.test" -test.run '^TestNCCLDiscovery$' -test.v -test.count=1); then
       found=1
     else
@@ -192,10 +195,12 @@ gotest() {
   fi
 }
 
-gotest nccl-gpu "$kit/nccl" "$kit/nccl/nccl.test" -test.run 'GPU|Device'
-gotest nccl-other "$kit/nccl" "$kit/nccl/nccl.test" -test.skip 'GPU|Device'
+# The GPU tests and the fake library's tests in separate processes: the
+# fake, loaded with RTLD_GLOBAL, must not stand in for the real symbols.
+gotest nccl-gpu "$kit/nccl" "$kit/nccl/nccl.test" -test.run '^TestGPU'
+gotest nccl-other "$kit/nccl" "$kit/nccl/nccl.test" -test.skip '^TestGPU'
 gotest gpu "$kit" "$kit/bin/gpu.test"
-gotest collkit-gpu "$kit" "$kit/bin/collkit.test" -test.run 'GPU|Device|Discovery'
+gotest collkit-gpu "$kit" "$kit/bin/collkit.test" -test.run 'GPU|Discovery'
 
 # Device memory: collbench's --mem flag (issue 17 item 2). A collbench
 # without it stages host buffers through the GPU, which measures PCIe.
@@ -228,14 +233,16 @@ collbench_checked() {
 }
 
 collbench_checked device-sweep 35 --transport nccl --np 1 "${mem[@]}" -d all -o all -b 8 -e 64M -f 8 -n 5 -w 2 -c 1 -q
-collbench_checked hybrid 35 --algo hierarchical --nodes 2 --np 2 --transport tcp --intra nccl "${mem[@]}" -d all -o all -b 8 -e 16M -f 8 -n 5 -w 2 -c 1 -q
-if ! grep -q 'intra=nccl,inter=tcp' "$out/collbench-hybrid.txt"; then
-  fail "hybrid: the report does not say NCCL inside nodes and TCP between (intra=nccl,inter=tcp)"
-fi
+for m in device host; do
+  collbench_checked "hybrid-$m" 35 --algo hierarchical --nodes 2 --np 2 --transport tcp --intra nccl --mem "$m" -d all -o all -b 8 -e 16M -f 8 -n 5 -w 2 -c 1 -q
+  if ! grep -q 'intra=nccl,inter=tcp' "$out/collbench-hybrid-$m.txt"; then
+    fail "hybrid --mem $m: the report does not say NCCL inside nodes and TCP between (intra=nccl,inter=tcp)"
+  fi
+done
 
 step "comparison: build the C loop (ncclAllReduce + cudaStreamSynchronize)"
 loop=$work/nccl_loop
-cudart_for_c=${COLLKIT_CUDART_LIB:-$cudart_lib}
+cudart_for_c=$cudart_lib
 nccl_for_c=${COLLKIT_NCCL_LIB:-$nccl_lib}
 built=""
 if [ -z "$nccl_for_c" ] || [ -z "$cudart_for_c" ]; then
@@ -329,7 +336,7 @@ for r in $(seq 1 "$rounds"); do
 done
 
 # median of the numbers on stdin, or "-" when there are none.
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) printf "%.3f\n", v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.3f", a / b }'; }
 meets() { awk -v r="$1" -v t="$2" 'BEGIN { exit !(r != "-" && r <= t) }'; }
 {
