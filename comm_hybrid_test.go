@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 
 	"github.com/collkit/collkit/bootstrap"
 	"github.com/collkit/collkit/reduce"
+	"github.com/collkit/collkit/transport"
 	"github.com/collkit/collkit/transport/nccl"
 	"github.com/collkit/collkit/verify"
 )
@@ -136,16 +136,12 @@ func hybridComms(t *testing.T, n, nodes int) ([]*Comm, []error) {
 	defer cancel()
 	store := bootstrap.NewMemStore()
 	cs := make([]*Comm, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Go(func() {
-			cs[r], errs[r] = ConnectStore(ctx, bootstrap.Env{Rank: r, Size: n, JobID: "hybrid"}, store, Options{
-				Transport: "tcp", Algorithm: "hierarchical", SimulatedNodes: nodes, IntraNode: "nccl", Timeout: time.Minute,
-			})
+	errs := onEvery(cs, func(r int, _ *Comm) (err error) {
+		cs[r], err = ConnectStore(ctx, bootstrap.Env{Rank: r, Size: n, JobID: "hybrid"}, store, Options{
+			Transport: "tcp", Algorithm: "hierarchical", SimulatedNodes: nodes, IntraNode: "nccl", Timeout: 20 * time.Second,
 		})
-	}
-	wg.Wait()
+		return err
+	})
 	t.Cleanup(func() {
 		for _, c := range cs {
 			if c != nil {
@@ -157,8 +153,10 @@ func hybridComms(t *testing.T, n, nodes int) ([]*Comm, []error) {
 }
 
 // hybridAllReduces checks every dtype and op, out of place and in place,
-// element by element, on two nodes of one rank each; with the fake library
-// at fake it also checks that the all-reduce went through NCCL.
+// element by element, on two nodes of one rank each, on host and on GPU
+// memory (simulated by the fake library); with the fake library at fake
+// it also checks that each all-reduce ended with NCCL's intra-node
+// all-gather.
 func hybridAllReduces(t *testing.T, fake string) {
 	cs, errs := hybridComms(t, 2, 2)
 	if err := errors.Join(errs...); err != nil {
@@ -182,27 +180,84 @@ func hybridAllReduces(t *testing.T, fake string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	// All GPU memory is allocated here, one rank at a time: the fake
+	// library's table of allocations has no lock, and two ranks run in
+	// this process. Each one-rank intra-node communicator grows its
+	// staging buffers alone, and the device buffers are made once.
+	const most = 4099 * 8
+	type gpuBufs struct{ send, recv *nccl.Memory }
+	bufs := make([]gpuBufs, len(cs))
+	for r, c := range cs {
+		in := c.intra.(*ncclIntra)
+		if _, err := in.stageFor(most); err != nil {
+			t.Fatal(err)
+		}
+		warm := make([]byte, most)
+		if err := in.AllReduce(ctx, transport.Header{Count: most / 8, DType: Float64, Op: Sum}, warm, warm); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range []**nccl.Memory{&bufs[r].send, &bufs[r].recv} {
+			var err error
+			if *m, err = nccl.Alloc(0, most); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { (*m).Free() })
+		}
+	}
+	checkHybrid(t, cs, last, "host", func(c *Comm, dt DType, op Op, in []byte, inPlace bool) ([]byte, error) {
+		recv := in
+		if !inPlace {
+			recv = make([]byte, len(in))
+		}
+		return recv, c.AllReduce(ctx, dt, op, in, recv)
+	})
+	checkHybrid(t, cs, last, "device", func(c *Comm, dt DType, op Op, in []byte, inPlace bool) ([]byte, error) {
+		b := bufs[c.Rank()]
+		if err := b.send.CopyFromHost(in); err != nil {
+			return nil, err
+		}
+		send, recv := b.send.Buffer().Slice(0, len(in)), b.recv.Buffer().Slice(0, len(in))
+		if inPlace {
+			recv = send
+		}
+		if err := c.AllReduceDevice(ctx, dt, op, send, recv); err != nil {
+			return nil, err
+		}
+		out := make([]byte, len(in))
+		m := b.recv
+		if inPlace {
+			m = b.send
+		}
+		return out, m.CopyToHost(out)
+	})
+	// Device memory on the hybrid is all-reduce only: the other
+	// collectives say the main transport takes host memory.
+	for r, err := range onEvery(cs, func(r int, c *Comm) error { return c.BroadcastDevice(ctx, Float32, bufs[r].send.Buffer(), 0) }) {
+		if !errors.Is(err, ErrHostMemoryOnly) {
+			t.Errorf("rank %d: BroadcastDevice on the hybrid: %v, want ErrHostMemoryOnly", r, err)
+		}
+	}
+}
+
+// checkHybrid runs allReduce, which returns the result on the host, on
+// every rank for every dtype, op, count and placement, and checks every
+// element against the reference.
+func checkHybrid(t *testing.T, cs []*Comm, last func(*[8]int64), mem string,
+	allReduce func(c *Comm, dt DType, op Op, in []byte, inPlace bool) ([]byte, error)) {
+	t.Helper()
 	seed := uint64(7)
 	for _, dt := range reduce.DTypes {
 		for _, op := range reduce.Ops {
 			for _, count := range []int{0, 1, 2, 7, 1000, 4099} {
 				for _, inPlace := range []bool{false, true} {
 					seed++
-					name := fmt.Sprintf("%v/%v/count=%d/inPlace=%v", dt, op, count, inPlace)
-					if last != nil {
-						var calls [8]int64
-						last(&calls) // reset by reading; the fake keeps the last call only
-					}
+					name := fmt.Sprintf("%s %v/%v/count=%d/inPlace=%v", mem, dt, op, count, inPlace)
 					got := make([][]byte, len(cs))
-					err := errors.Join(eachComm(cs, func(r int, c *Comm) error {
-						send := make([]byte, count*dt.Size())
-						verify.Fill(dt, op, send, seed, r)
-						recv := send
-						if !inPlace {
-							recv = make([]byte, len(send))
-						}
-						got[r] = recv
-						return c.AllReduce(ctx, dt, op, send, recv)
+					err := errors.Join(onEvery(cs, func(r int, c *Comm) (err error) {
+						in := make([]byte, count*dt.Size())
+						verify.Fill(dt, op, in, seed, r)
+						got[r], err = allReduce(c, dt, op, in, inPlace)
+						return err
 					})...)
 					if err != nil {
 						t.Fatalf("%s: %v", name, err)
@@ -225,79 +280,6 @@ func hybridAllReduces(t *testing.T, fake string) {
 			}
 		}
 	}
-	hybridDeviceAllReduces(t, cs, last)
-}
-
-// hybridDeviceAllReduces checks AllReduceDevice on the hybrid: every dtype
-// and op, out of place and in place, buffers in GPU memory (simulated by
-// the fake library), element by element; with the fake it also checks
-// that the intra-node all-gather ran on the device.
-func hybridDeviceAllReduces(t *testing.T, cs []*Comm, last func(*[8]int64)) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	alloc := func(n int) *nccl.Memory {
-		m, err := nccl.Alloc(0, max(n, 1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { m.Free() })
-		return m
-	}
-	seed := uint64(1000)
-	for _, dt := range reduce.DTypes {
-		for _, op := range reduce.Ops {
-			for _, count := range []int{0, 1, 7, 4099} {
-				for _, inPlace := range []bool{false, true} {
-					seed++
-					name := fmt.Sprintf("device %v/%v/count=%d/inPlace=%v", dt, op, count, inPlace)
-					got := make([][]byte, len(cs))
-					err := errors.Join(eachComm(cs, func(r int, c *Comm) error {
-						in := make([]byte, count*dt.Size())
-						verify.Fill(dt, op, in, seed, r)
-						send := alloc(len(in))
-						if err := send.CopyFromHost(in); err != nil {
-							return err
-						}
-						recv := send
-						if !inPlace {
-							recv = alloc(len(in))
-						}
-						if err := c.AllReduceDevice(ctx, dt, op, send.Buffer().Slice(0, len(in)), recv.Buffer().Slice(0, len(in))); err != nil {
-							return err
-						}
-						got[r] = make([]byte, len(in))
-						return recv.CopyToHost(got[r])
-					})...)
-					if err != nil {
-						t.Fatalf("%s: %v", name, err)
-					}
-					want := make([]byte, count*dt.Size())
-					verify.Expect(dt, op, want, seed, len(cs))
-					for r := range cs {
-						if wrong := verify.Wrong(dt, got[r], want); wrong > 0 {
-							t.Fatalf("%s: rank %d: %d of %d elements wrong", name, r, wrong, count)
-						}
-					}
-					if last != nil && count > 0 {
-						var calls [8]int64
-						last(&calls)
-						if calls[0] != 4 || calls[1] != int64(count) {
-							t.Fatalf("%s: the last NCCL call was %d with count %d, want the intra-node all-gather (4) of %d elements", name, calls[0], calls[1], count)
-						}
-					}
-				}
-			}
-		}
-	}
-	// Device memory on the hybrid is all-reduce only: the other
-	// collectives say the main transport takes host memory.
-	m := alloc(64)
-	errs := eachComm(cs, func(r int, c *Comm) error { return c.BroadcastDevice(ctx, Float32, m.Buffer(), 0) })
-	for r, err := range errs {
-		if !errors.Is(err, ErrHostMemoryOnly) {
-			t.Errorf("rank %d: BroadcastDevice on the hybrid: %v, want ErrHostMemoryOnly", r, err)
-		}
-	}
 }
 
 // hybridMissing: without NCCL, Connect fails on every rank, saying where
@@ -315,14 +297,4 @@ func hybridMissing(t *testing.T) {
 			}
 		}
 	}
-}
-
-func eachComm(cs []*Comm, fn func(r int, c *Comm) error) []error {
-	errs := make([]error, len(cs))
-	var wg sync.WaitGroup
-	for r, c := range cs {
-		wg.Go(func() { errs[r] = fn(r, c) })
-	}
-	wg.Wait()
-	return errs
 }

@@ -95,21 +95,14 @@ func (x *run) device(ctx context.Context, n transport.DeviceCollectives, send, r
 		x.st.host = make([]byte, need)
 	}
 	host := x.st.host[:need]
-	// across all-reduces host, staged through sb, with the ranks of the
-	// other nodes over interT.
-	across := func(level int, what string) error {
-		interT, err := x.interT(level)
-		if err != nil {
-			return err
-		}
+	// staged all-reduces the need bytes of sb with the other nodes at
+	// level, through host memory.
+	staged := func(level int, what string) error {
 		if err := stage.CopyToHost(host); err != nil {
 			return fmt.Errorf("copying %d bytes from the GPU for the %s: %w", need, what, err)
 		}
-		if err := x.c.levelAllReduce(ctx, x.inter, interT, x.header(level, x.h.Coll), host, host); err != nil {
+		if err := x.across(ctx, level, host); err != nil {
 			return fmt.Errorf("%s: %w", what, err)
-		}
-		if x.avg {
-			reduce.Finish(x.h.DType, reduce.Avg, host, x.n)
 		}
 		if err := stage.CopyFromHost(host); err != nil {
 			return fmt.Errorf("copying %d bytes to the GPU after the %s: %w", need, what, err)
@@ -117,8 +110,11 @@ func (x *run) device(ctx context.Context, n transport.DeviceCollectives, send, r
 		return nil
 	}
 	if count == 0 { // agreed on by the inter-node level; nothing on the GPU
-		if even || x.tp.local == 0 {
-			return x.emptyAcross(ctx, even)
+		switch {
+		case even:
+			return x.across(ctx, levelInter, nil)
+		case x.tp.local == 0:
+			return x.across(ctx, levelLeaders, nil)
 		}
 		return nil
 	}
@@ -126,7 +122,7 @@ func (x *run) device(ctx context.Context, n transport.DeviceCollectives, send, r
 		if err := n.ReduceScatterDevice(ctx, x.nativeHeader(transport.CollReduceScatter, count), send, sb); err != nil {
 			return x.intraErr("intra-node reduce-scatter", err)
 		}
-		if err := across(levelInter, fmt.Sprintf("inter-node all-reduce of shard %d", x.tp.local)); err != nil {
+		if err := staged(levelInter, fmt.Sprintf("inter-node all-reduce of shard %d", x.tp.local)); err != nil {
 			return err
 		}
 		if err := n.AllGatherDevice(ctx, x.nativeHeader(transport.CollAllGather, count), sb, recv); err != nil {
@@ -138,7 +134,7 @@ func (x *run) device(ctx context.Context, n transport.DeviceCollectives, send, r
 		return x.intraErr("intra-node reduce to the leader", err)
 	}
 	if x.tp.local == 0 {
-		if err := across(levelLeaders, "all-reduce among node leaders"); err != nil {
+		if err := staged(levelLeaders, "all-reduce among node leaders"); err != nil {
 			return err
 		}
 	}
@@ -146,20 +142,6 @@ func (x *run) device(ctx context.Context, n transport.DeviceCollectives, send, r
 		return x.intraErr("intra-node broadcast from the leader", err)
 	}
 	return nil
-}
-
-// emptyAcross runs the inter-node all-reduce of an empty buffer, so that
-// the ranks still agree that every one of them passed one.
-func (x *run) emptyAcross(ctx context.Context, even bool) error {
-	level := levelLeaders
-	if even {
-		level = levelInter
-	}
-	interT, err := x.interT(level)
-	if err != nil {
-		return err
-	}
-	return x.c.levelAllReduce(ctx, x.inter, interT, x.header(level, x.h.Coll), nil, nil)
 }
 
 func stageLen(s DeviceStage) int {

@@ -283,8 +283,7 @@ func (x *run) shards(ctx context.Context, buf []byte, es int) error {
 	if err != nil {
 		return err
 	}
-	interT, err := x.interT(levelInter)
-	if err != nil {
+	if _, err := x.interT(levelInter); err != nil {
 		return err
 	}
 	size := len(x.tp.nodes[x.tp.node])
@@ -304,11 +303,8 @@ func (x *run) shards(ctx context.Context, buf []byte, es int) error {
 	if err := x.c.Ring.ReduceScatter(ctx, intraT, x.header(levelIntra, transport.CollReduceScatter), buf, shard, counts); err != nil {
 		return x.intraErr("intra-node reduce-scatter", err)
 	}
-	if err := x.c.levelAllReduce(ctx, x.inter, interT, x.header(levelInter, x.h.Coll), shard, shard); err != nil {
+	if err := x.across(ctx, levelInter, shard); err != nil {
 		return fmt.Errorf("inter-node all-reduce of shard %d: %w", x.tp.local, err)
-	}
-	if x.avg {
-		reduce.Finish(x.h.DType, reduce.Avg, shard, x.n)
 	}
 	if err := x.c.Ring.AllGather(ctx, intraT, x.header(levelIntra, transport.CollAllGather), shard, buf, counts); err != nil {
 		return x.intraErr("intra-node all-gather", err)
@@ -331,15 +327,8 @@ func (x *run) leaders(ctx context.Context, buf []byte) error {
 		}
 	}
 	if x.tp.local == 0 {
-		interT, err := x.interT(levelLeaders)
-		if err != nil {
-			return err
-		}
-		if err := x.c.levelAllReduce(ctx, x.inter, interT, x.header(levelLeaders, x.h.Coll), buf, buf); err != nil {
+		if err := x.across(ctx, levelLeaders, buf); err != nil {
 			return fmt.Errorf("all-reduce among node leaders: %w", err)
-		}
-		if x.avg {
-			reduce.Finish(x.h.DType, reduce.Avg, buf, x.n)
 		}
 	}
 	if size > 1 {
@@ -347,6 +336,23 @@ func (x *run) leaders(ctx context.Context, buf []byte) error {
 		if err := x.c.Ring.Broadcast(ctx, intraT, h, buf, 0); err != nil {
 			return x.intraErr("intra-node broadcast from the leader", err)
 		}
+	}
+	return nil
+}
+
+// across all-reduces buf in place with the ranks of the other nodes at
+// level (levelInter: the same local rank; levelLeaders: the leaders), and
+// divides it for Avg: it is the last level to sum.
+func (x *run) across(ctx context.Context, level int, buf []byte) error {
+	interT, err := x.interT(level)
+	if err != nil {
+		return err
+	}
+	if err := x.c.levelAllReduce(ctx, x.inter, interT, x.header(level, x.h.Coll), buf, buf); err != nil {
+		return err
+	}
+	if x.avg {
+		reduce.Finish(x.h.DType, reduce.Avg, buf, x.n)
 	}
 	return nil
 }

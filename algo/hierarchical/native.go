@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
 )
 
@@ -45,8 +44,7 @@ func (x *run) native(ctx context.Context, n transport.NativeCollectives, buf []b
 	size := intraT.Size()
 	count := len(buf) / es
 	if x.tp.even && count%size == 0 {
-		interT, err := x.interT(levelInter)
-		if err != nil {
+		if _, err := x.interT(levelInter); err != nil {
 			return err
 		}
 		lo := x.tp.local * (count / size) * es
@@ -56,11 +54,8 @@ func (x *run) native(ctx context.Context, n transport.NativeCollectives, buf []b
 				return x.intraErr("intra-node reduce-scatter", err)
 			}
 		}
-		if err := x.c.levelAllReduce(ctx, x.inter, interT, x.header(levelInter, x.h.Coll), shard, shard); err != nil {
+		if err := x.across(ctx, levelInter, shard); err != nil {
 			return fmt.Errorf("inter-node all-reduce of shard %d: %w", x.tp.local, err)
-		}
-		if x.avg {
-			reduce.Finish(x.h.DType, reduce.Avg, shard, x.n)
 		}
 		if count > 0 {
 			if err := n.AllGather(ctx, x.nativeHeader(transport.CollAllGather, count), shard, buf); err != nil {
@@ -75,15 +70,8 @@ func (x *run) native(ctx context.Context, n transport.NativeCollectives, buf []b
 		}
 	}
 	if x.tp.local == 0 {
-		interT, err := x.interT(levelLeaders)
-		if err != nil {
-			return err
-		}
-		if err := x.c.levelAllReduce(ctx, x.inter, interT, x.header(levelLeaders, x.h.Coll), buf, buf); err != nil {
+		if err := x.across(ctx, levelLeaders, buf); err != nil {
 			return fmt.Errorf("all-reduce among node leaders: %w", err)
-		}
-		if x.avg {
-			reduce.Finish(x.h.DType, reduce.Avg, buf, x.n)
 		}
 	}
 	if count > 0 {
