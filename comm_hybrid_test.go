@@ -37,9 +37,10 @@ import (
 
 const hybridChildVar = "COLLKIT_HYBRID_CHILD"
 
-// runHybridChild runs test name again in a child process with env added,
-// and returns its output; it fails the test when the child fails.
-func runHybridChild(t *testing.T, name string, env ...string) string {
+// runChild runs test name again in a child process with env added (the
+// NCCL libraries load once per process), and returns its output; it fails
+// the test when the child fails or does not pass.
+func runChild(t *testing.T, name string, env ...string) string {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^"+name+"$", "-test.v", "-test.count=1")
 	cmd.Env = append(os.Environ(), env...)
@@ -82,7 +83,7 @@ func TestHybridNCCLFake(t *testing.T) {
 		t.Skip("a child of another case")
 	}
 	so := buildFakeNCCL(t)
-	runHybridChild(t, "TestHybridNCCLFake", hybridChildVar+"=fake", nccl.EnvNCCLLib+"="+so, nccl.EnvCUDALib+"="+so)
+	runChild(t, "TestHybridNCCLFake", hybridChildVar+"=fake", nccl.EnvNCCLLib+"="+so, nccl.EnvCUDALib+"="+so)
 }
 
 func TestHybridNCCLMissing(t *testing.T) {
@@ -95,7 +96,7 @@ func TestHybridNCCLMissing(t *testing.T) {
 		t.Skip("a child of another case")
 	}
 	missing := filepath.Join(t.TempDir(), "no-such-libnccl.so.2")
-	runHybridChild(t, "TestHybridNCCLMissing", hybridChildVar+"=missing", nccl.EnvNCCLLib+"="+missing, nccl.EnvCUDALib+"="+missing)
+	runChild(t, "TestHybridNCCLMissing", hybridChildVar+"=missing", nccl.EnvNCCLLib+"="+missing, nccl.EnvCUDALib+"="+missing)
 }
 
 // gpuCheckVar, set to 1, makes the GPU checks run and fail where NCCL or
