@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/ebitengine/purego"
 
@@ -238,6 +239,27 @@ func hybridAllReduces(t *testing.T, fake string) {
 			t.Errorf("rank %d: BroadcastDevice on the hybrid: %v, want ErrHostMemoryOnly", r, err)
 		}
 	}
+	if fake == "" {
+		return
+	}
+	// Host memory passed as GPU memory on rank 0: rank 0 says so, and rank
+	// 1 learns of it at once, not at its timeout.
+	host := make([]byte, 64)
+	start := time.Now()
+	errs = onEvery(cs, func(r int, c *Comm) error {
+		b := bufs[r].send.Buffer().Slice(0, 64)
+		if r == 0 {
+			b = DeviceBuffer{Ptr: uintptr(unsafe.Pointer(&host[0])), Len: 64}
+		}
+		return c.AllReduceDevice(ctx, Float32, Sum, b, b)
+	})
+	if !errors.Is(errs[0], transport.ErrBadDeviceBuffer) || !strings.Contains(errs[0].Error(), "rank 0") {
+		t.Errorf("rank 0, host memory as GPU memory: %v, want an error naming rank 0 and wrapping transport.ErrBadDeviceBuffer", errs[0])
+	}
+	if errs[1] == nil || time.Since(start) > 10*time.Second {
+		t.Errorf("rank 1 beside a bad buffer on rank 0: %v after %v, want an error well before the 20 s timeout", errs[1], time.Since(start))
+	}
+	t.Logf("rank 0: %v\nrank 1: %v", errs[0], errs[1])
 }
 
 // checkHybrid runs allReduce, which returns the result on the host, on
