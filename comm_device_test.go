@@ -136,6 +136,42 @@ func ncclDeviceChild(t *testing.T) {
 		}
 		check(name, recv, in)
 	}
+	// A group: an all-reduce and an all-gather launched together, and a
+	// send to self with its receive.
+	other := alloc(make([]byte, len(in)))
+	if err := recv.Fill(0); err != nil {
+		t.Fatal(err)
+	}
+	g := c.DeviceGroup()
+	g.AllReduce(Float32, Max, send.Buffer(), recv.Buffer())
+	g.AllGather(Float32, send.Buffer(), other.Buffer())
+	back := alloc(make([]byte, len(in)))
+	g.Send(send.Buffer(), 0)
+	g.Recv(back.Buffer(), 0)
+	if err := g.Run(ctx); err != nil {
+		t.Fatalf("device group: %v", err)
+	}
+	check("group allreduce", recv, in)
+	check("group allgather", other, in)
+	check("group send/recv", back, in)
+	bad := c.DeviceGroup()
+	bad.Send(send.Buffer(), 3)
+	if err := bad.Run(ctx); !errors.Is(err, ErrBadArgument) || !strings.Contains(err.Error(), "operation 0") {
+		t.Errorf("group send to rank 3 of 1: %v", err)
+	}
+	// That argument error fails the communicator, as for the []byte
+	// methods; the rest runs on a new one.
+	tr2, err := nccl.New(nccl.Config{Rank: 0, Size: 1, Name: "second"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr2.Connect(ctx, bootstrap.NewMemStore()); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = New(tr2, Options{Transport: "nccl"}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
 	if err := c.BroadcastDevice(ctx, Float32, send.Buffer(), 0); err != nil {
 		t.Fatal(err)
 	}

@@ -32,8 +32,8 @@
 // With the nccl transport the same Comm also runs collectives on GPU
 // memory, with no copy to the host: AllReduceDevice, BroadcastDevice,
 // ReduceDevice, AllGatherDevice, ReduceScatterDevice, ExchangeDevice (one
-// NCCL group of sends and receives), SendDevice and RecvDevice take
-// DeviceBuffers, from nccl.Alloc or wrapping a pointer another CUDA library
+// NCCL group of sends and receives), SendDevice, RecvDevice and
+// DeviceGroup (several of them in one NCCL group) take DeviceBuffers, from nccl.Alloc or wrapping a pointer another CUDA library
 // gave (pointer, length, device). Over a transport that moves host memory
 // only they return an error wrapping ErrHostMemoryOnly.
 //

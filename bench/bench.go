@@ -205,9 +205,6 @@ func Run(ctx context.Context, c *collkit.Comm, cfg Config, each func(Row)) ([]Ro
 		cfg.Iters = 20
 	}
 	if cfg.Group > 1 {
-		if cfg.Device {
-			return nil, fmt.Errorf("grouped all-reduces (--group, -m) run on host memory only; use --mem host")
-		}
 		return runGroup(ctx, c, cfg, each)
 	}
 	if cfg.Device {

@@ -63,6 +63,14 @@ func sameSizes(_ *call, s int) (int, int) { return s, s }
 
 func outOfPlace(x *call, _ bool) ([]byte, []byte) { return x.send, x.recv }
 
+// inPlaceInRecv runs in place in recv: the input is written there first.
+func inPlaceInRecv(x *call, inPlace bool) ([]byte, []byte) {
+	if inPlace {
+		return x.recv, x.recv
+	}
+	return x.send, x.recv
+}
+
 // wrongFill counts the elements of got that differ from rank k's input
 // from element first on.
 func wrongFill(x *call, seed uint64, got []byte, k, first int) int {
@@ -95,12 +103,7 @@ var collectives = map[string]collective{
 	"reduce": {
 		reduces: true, rooted: true,
 		sizes: sameSizes,
-		args: func(x *call, inPlace bool) ([]byte, []byte) {
-			if inPlace {
-				return x.recv, x.recv
-			}
-			return x.send, x.recv
-		},
+		args:  inPlaceInRecv,
 		run: func(ctx context.Context, x *call, send, recv []byte) error {
 			return x.c.Reduce(ctx, x.cfg.DType, x.cfg.Op, send, recv, x.root)
 		},
@@ -144,12 +147,7 @@ var collectives = map[string]collective{
 	"alltoall": {
 		blocks: true,
 		sizes:  sameSizes,
-		args: func(x *call, inPlace bool) ([]byte, []byte) {
-			if inPlace {
-				return x.recv, x.recv
-			}
-			return x.send, x.recv
-		},
+		args:   inPlaceInRecv,
 		run: func(ctx context.Context, x *call, send, recv []byte) error {
 			return x.c.AllToAll(ctx, x.cfg.DType, send, recv)
 		},

@@ -49,12 +49,7 @@ var deviceRuns = map[string]deviceRun{
 var allReduceSpec = collective{
 	reduces: true,
 	sizes:   sameSizes,
-	args: func(x *call, inPlace bool) ([]byte, []byte) {
-		if inPlace {
-			return x.recv, x.recv
-		}
-		return x.send, x.recv
-	},
+	args:    inPlaceInRecv,
 	run: func(ctx context.Context, x *call, send, recv []byte) error {
 		return x.c.AllReduce(ctx, x.cfg.DType, x.cfg.Op, send, recv)
 	},

@@ -67,3 +67,23 @@ type DeviceTransfer struct {
 type DeviceExchanger interface {
 	ExchangeDevice(ctx context.Context, sends, recvs []DeviceTransfer) error
 }
+
+// DeviceOp is one operation of a group on device memory: a collective
+// (Coll one of CollAllReduce, CollBroadcast, CollReduce, CollAllGather,
+// CollReduceScatter, described by Header and reading Send into Recv as
+// DeviceCollectives' methods do), or, with Coll CollSendRecv, a send of
+// Send to rank Peer or a receive into Recv from rank Peer (one of the two).
+type DeviceOp struct {
+	Coll       Coll
+	Header     Header
+	Send, Recv DeviceBuffer
+	Peer       int
+}
+
+// DeviceGrouper is implemented by transports that run several operations
+// on device memory as one group (ncclGroupStart/End): NCCL launches them
+// together, and sends and receives in one group cannot deadlock on each
+// other. Every rank groups the same collectives in the same order.
+type DeviceGrouper interface {
+	GroupDevice(ctx context.Context, ops []DeviceOp) error
+}

@@ -12,6 +12,8 @@
 //	collbench --algo all --transport all --json r.json --plot r.png
 //	collbench compare base.json r.json --tolerance 10%
 //	collbench plot base.json r.json -o both.svg
+//	collbench --transport nccl -b 8 -e 256M -d all  # one rank per GPU, buffers in GPU memory
+//	collbench --transport nccl --mem host           # host buffers staged through the GPU
 //	collbench elastic --np 8 --events 100 --kill-every 1s --regrow   # kill -9 a rank every second: shrink, grow, verify
 //
 // With no rank variables in the environment collbench launches --np copies

@@ -217,6 +217,8 @@ func interpret(fs *pflag.FlagSet, o options, c compatFlags, raw rawFlags) (optio
 		return o, fmt.Errorf("--intra nccl with --transport nccl: NCCL carries every rank already; use --transport tcp or rdma between the nodes")
 	case o.intra == "nccl" && o.mem != memHost && o.coll == "allreduce" && len(o.algos) > 1:
 		return o, fmt.Errorf("--intra nccl on GPU memory: only --algo hierarchical runs there; measure the others with --mem host")
+	case o.intra == "nccl" && o.mem != memHost && o.bench.Group > 1:
+		return o, fmt.Errorf("--group/-m with --intra nccl: grouped all-reduces on GPU memory need --transport nccl; add --mem host")
 	case o.intra == "nccl" && collkit.TransportAvailable("nccl") != nil:
 		return o, fmt.Errorf("--intra nccl: %v; or keep --transport inside nodes with --intra shm or group", collkit.TransportAvailable("nccl"))
 	case o.streams < 1:

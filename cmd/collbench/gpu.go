@@ -37,11 +37,8 @@ func checkMem(o options) error {
 	if !slices.Contains(o.transports, "nccl") && o.intra != "nccl" || o.mem == memHost {
 		return nil
 	}
-	switch {
-	case o.coll == "alltoall" || o.coll == "gather" || o.coll == "scatter":
+	if o.coll == "alltoall" || o.coll == "gather" || o.coll == "scatter" {
 		return fmt.Errorf("--coll %s with --transport nccl: NCCL has no %s of its own, so it runs on host memory only; add --mem host", o.coll, o.coll)
-	case o.bench.Group > 1:
-		return fmt.Errorf("--group/-m with --transport nccl: grouped all-reduces run on host memory only; add --mem host")
 	}
 	return nil
 }

@@ -28,6 +28,7 @@ func TestIntraFlag(t *testing.T) {
 	}{
 		{[]string{"--algo", "hierarchical", "--intra", "gpu"}, `--intra "gpu": want shm, group or nccl`},
 		{[]string{"--algo", "ring", "--intra", "nccl"}, "only --algo hierarchical has an intra-node level"},
+		{[]string{"--algo", "hierarchical", "--intra", "nccl", "--group", "4"}, "--group/-m with --intra nccl"},
 	} {
 		if _, err := parse(t, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want an error saying %q", c.args, err, c.want)

@@ -43,8 +43,14 @@ func TestNCCLDeviceMemory(t *testing.T) {
 			t.Errorf("%s: the result does not say device memory on 1 rank:\n%.600s", coll, b)
 		}
 	}
+	// nccl-tests' -m: all-reduces in one NCCL group on device memory.
+	js := filepath.Join(t.TempDir(), "group.json")
+	out, errs, code := collbench(t, env, "--transport", "nccl", "-b", "8", "-e", "4K", "-n", "2", "-c", "2", "--group", "3", "--json", js)
+	if b, _ := os.ReadFile(js); code != 0 || !strings.Contains(out, "# Out of bounds values : 0 OK") || !strings.Contains(string(b), `"memory": "device"`) {
+		t.Errorf("--group 3 on device memory: exit %d\n%s\n%s", code, out, errs)
+	}
 	// --mem host is the staged path, which still checks out.
-	out, errs, code := collbench(t, env, "--transport", "nccl", "--mem", "host", "-b", "8", "-e", "1K", "-n", "2", "-c", "1")
+	out, errs, code = collbench(t, env, "--transport", "nccl", "--mem", "host", "-b", "8", "-e", "1K", "-n", "2", "-c", "1")
 	if code != 0 || !strings.Contains(out, "# Out of bounds values : 0 OK") {
 		t.Errorf("--mem host: exit %d\n%s\n%s", code, out, errs)
 	}

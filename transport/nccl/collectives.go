@@ -93,20 +93,24 @@ func (t *Transport) device(ctx context.Context, coll transport.Coll, h transport
 	if err != nil || count == 0 {
 		return err
 	}
-	root := t.rank == int(h.Root)
-	var bufs [2]namedBuffer
-	n := 0
-	if coll != transport.CollBroadcast || root {
-		bufs[n] = namedBuffer{role: "send", buf: send}
-		n++
-	}
-	if (coll != transport.CollReduce || root) && recv != send {
-		bufs[n] = namedBuffer{role: "recv", buf: recv}
-		n++
-	}
-	return wrap(t, c.runDevice(ctx, coll.String(), bufs[:n], func() (string, int32) {
+	return wrap(t, c.runDevice(ctx, coll.String(), t.deviceBuffers(coll, h, send, recv), func() (string, int32) {
 		return launch(c, count, nt, no, h, send.Ptr, recv.Ptr)
 	}))
+}
+
+// deviceBuffers are the buffers collective coll reads or writes on this
+// rank, to check: send is read on the root only by broadcast, recv
+// written on the root only by reduce.
+func (t *Transport) deviceBuffers(coll transport.Coll, h transport.Header, send, recv transport.DeviceBuffer) []namedBuffer {
+	root := t.rank == int(h.Root)
+	bufs := make([]namedBuffer, 0, 2)
+	if coll != transport.CollBroadcast || root {
+		bufs = append(bufs, namedBuffer{role: "send", buf: send})
+	}
+	if (coll != transport.CollReduce || root) && recv != send {
+		bufs = append(bufs, namedBuffer{role: "recv", buf: recv})
+	}
+	return bufs
 }
 
 // AllReduce reduces send over all ranks into recv with ncclAllReduce,
@@ -302,37 +306,94 @@ func (t *Transport) Exchange(ctx context.Context, sends, recvs []Transfer) error
 // ExchangeDevice is Exchange on device memory: one NCCL group of ncclSend
 // and ncclRecv straight from and into the buffers, no copy.
 func (t *Transport) ExchangeDevice(ctx context.Context, sends, recvs []transport.DeviceTransfer) error {
-	const what = "exchange"
+	ops := make([]transport.DeviceOp, 0, len(sends)+len(recvs))
+	for _, x := range sends {
+		ops = append(ops, transport.DeviceOp{Coll: transport.CollSendRecv, Send: x.Buf, Peer: x.Peer})
+	}
+	for _, x := range recvs {
+		ops = append(ops, transport.DeviceOp{Coll: transport.CollSendRecv, Recv: x.Buf, Peer: x.Peer})
+	}
+	return t.GroupDevice(ctx, ops)
+}
+
+// launchers are the NCCL calls of the collectives a group may hold.
+var launchers = map[transport.Coll]launcher{
+	transport.CollAllReduce:     launchAllReduce,
+	transport.CollBroadcast:     launchBroadcast,
+	transport.CollReduce:        launchReduce,
+	transport.CollAllGather:     launchAllGather,
+	transport.CollReduceScatter: launchReduceScatter,
+}
+
+// GroupDevice runs ops on device memory as one NCCL group: ncclGroupStart,
+// each collective, ncclSend and ncclRecv in order, ncclGroupEnd. Every
+// buffer is checked before NCCL is called. See transport.DeviceOp.
+func (t *Transport) GroupDevice(ctx context.Context, ops []transport.DeviceOp) error {
+	const what = "group"
 	c, err := t.ready(what)
 	if err != nil {
 		return err
 	}
-	each := func(xs []transport.DeviceTransfer) func(func(int, int) bool) {
-		return func(yield func(int, int) bool) {
-			for _, x := range xs {
-				if !yield(x.Peer, x.Buf.Len) {
-					return
-				}
+	type step struct {
+		launch  launcher
+		count   uintptr
+		nt, no  int32
+		skipped bool // a collective of no elements
+	}
+	steps := make([]step, len(ops))
+	var bufs []namedBuffer
+	for i, op := range ops {
+		if op.Coll == transport.CollSendRecv {
+			if op.Peer < 0 || op.Peer >= t.size {
+				return t.badArg(what, "operation %d: peer rank %d outside [0, %d): %w", i, op.Peer, t.size, transport.ErrBadPeer)
 			}
+			switch {
+			case op.Send.Len > 0 && op.Recv.Len > 0:
+				return t.badArg(what, "operation %d: a send or a receive, not both (Send %v, Recv %v)", i, op.Send, op.Recv)
+			case op.Send.Len > 0:
+				bufs = append(bufs, namedBuffer{role: "send to", buf: op.Send, peer: op.Peer})
+			case op.Recv.Len > 0:
+				bufs = append(bufs, namedBuffer{role: "receive from", buf: op.Recv, peer: op.Peer})
+			}
+			continue
 		}
-	}
-	if _, err := t.checkPeers(what, "send to", each(sends)); err != nil {
-		return err
-	}
-	if _, err := t.checkPeers(what, "receive from", each(recvs)); err != nil {
-		return err
-	}
-	bufs := make([]namedBuffer, 0, len(sends)+len(recvs))
-	for _, x := range sends {
-		bufs = append(bufs, namedBuffer{role: "send to", buf: x.Buf, peer: x.Peer})
-	}
-	for _, x := range recvs {
-		bufs = append(bufs, namedBuffer{role: "receive from", buf: x.Buf, peer: x.Peer})
-	}
-	at := func(xs []transport.DeviceTransfer) func(int) (int, uintptr, int) {
-		return func(i int) (int, uintptr, int) { return xs[i].Peer, xs[i].Buf.Ptr, xs[i].Buf.Len }
+		launch, ok := launchers[op.Coll]
+		if !ok {
+			return t.badArg(what, "operation %d: %v is not a collective NCCL runs on device memory", i, op.Coll)
+		}
+		_, count, nt, no, err := t.prepare(op.Coll, op.Header, op.Send.Len, op.Recv.Len)
+		if err != nil {
+			return err
+		}
+		steps[i] = step{launch: launch, count: count, nt: nt, no: no, skipped: count == 0}
+		bufs = append(bufs, t.deviceBuffers(op.Coll, op.Header, op.Send, op.Recv)...)
 	}
 	return wrap(t, c.runDevice(ctx, what, bufs, func() (string, int32) {
-		return c.group(len(sends), len(recvs), at(sends), at(recvs))
+		if r := c.a.ncclGroupStart(); r != ncclSuccess {
+			return "ncclGroupStart", r
+		}
+		for i, op := range ops {
+			var call string
+			var r int32
+			switch {
+			case op.Coll != transport.CollSendRecv:
+				if steps[i].skipped {
+					continue
+				}
+				s := steps[i]
+				call, r = s.launch(c, s.count, s.nt, s.no, op.Header, op.Send.Ptr, op.Recv.Ptr)
+			case op.Send.Len > 0:
+				call, r = "ncclSend", c.a.ncclSend(op.Send.Ptr, uintptr(op.Send.Len), ncclUint8, int32(op.Peer), c.h, c.stream)
+			case op.Recv.Len > 0:
+				call, r = "ncclRecv", c.a.ncclRecv(op.Recv.Ptr, uintptr(op.Recv.Len), ncclUint8, int32(op.Peer), c.h, c.stream)
+			default:
+				continue
+			}
+			if r != ncclSuccess && r != ncclInProgress {
+				c.a.ncclGroupEnd()
+				return call, r
+			}
+		}
+		return "ncclGroupEnd", c.a.ncclGroupEnd()
 	}))
 }

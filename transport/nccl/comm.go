@@ -33,7 +33,8 @@ type comm struct {
 	hostS    hostBuf
 	hostR    hostBuf
 	attrs    *pointerAttrs
-	released bool // destroyed, buffers freed
+	async    int32 // ncclCommGetAsyncError's result, in heap memory NCCL writes
+	released bool  // destroyed, buffers freed
 
 	// Abort state, which the watchdog changes from another goroutine
 	// while an operation holds mu.
@@ -73,6 +74,17 @@ func newComm(t *Transport, rank int) *comm {
 		}
 	})
 	return c
+}
+
+// createStream makes the communicator's stream, which does not wait for
+// the legacy default stream.
+func (c *comm) createStream() error {
+	return c.onDevice(func() error {
+		if r := c.a.cuStreamCreate(&c.stream, cuStreamNonBlocking); r != cuSuccess {
+			return c.cudaErr("cuStreamCreate", r)
+		}
+		return nil
+	})
 }
 
 // onDevice runs f on one OS thread with this communicator's device
@@ -167,18 +179,27 @@ func (s *spinner) wait() {
 // the network surfaces here, and it aborts the communicator when ctx or the
 // transport's life ends: a stuck collective returns an error, never hangs.
 func (c *comm) poll(ctx context.Context, what string, stream bool) error {
+	if stream {
+		// cuStreamQuery wants the stream's context current on the thread.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if r := c.a.cuCtxSetCurrent(c.cuCtx); r != cuSuccess {
+			err := fmt.Errorf("%s: %w", what, c.cudaErr("cuCtxSetCurrent", r))
+			c.abort(err)
+			return err
+		}
+	}
 	var s spinner
 	for {
 		if c.gone.Load() {
 			return fmt.Errorf("%s: %w", what, c.usable())
 		}
-		var async int32
-		if r := c.a.ncclCommGetAsyncError(c.h, &async); r != ncclSuccess {
+		if r := c.a.ncclCommGetAsyncError(c.h, &c.async); r != ncclSuccess {
 			err := c.ncclErr("ncclCommGetAsyncError", r)
 			c.abort(err)
 			return err
 		}
-		switch async {
+		switch async := c.async; async {
 		case ncclSuccess:
 			if !stream {
 				return nil

@@ -110,10 +110,10 @@ func TestFakeDeviceBadBuffers(t *testing.T) {
 	good := deviceCopy(t, a, 0, make([]byte, 64))
 	freed := deviceCopy(t, a, 0, make([]byte, 64))
 	freedBuf := freed.Buffer()
+	other := deviceCopy(t, a, 1, make([]byte, 64)) // before the free, which lets malloc reuse the address
 	if err := freed.Free(); err != nil {
 		t.Fatal(err)
 	}
-	other := deviceCopy(t, a, 1, make([]byte, 64))
 	hostMem := make([]byte, 64)
 	host := transport.DeviceBuffer{Ptr: uintptr(unsafe.Pointer(&hostMem[0])), Len: 64}
 	lying := other.Buffer()
@@ -333,5 +333,114 @@ func TestFakeNoLeak(t *testing.T) {
 	tr.Close()
 	if got := ctl.liveAllocs(); got != before {
 		t.Errorf("%d device allocations left after Close, want %d", got, before)
+	}
+}
+
+// TestFakeDeviceAllocs: a device all-reduce allocates only what purego
+// allocates per C call (8 bytes for SyscallN's arguments): here
+// cuCtxSetCurrent, cuPointerGetAttributes, ncclAllReduce, cuCtxSetCurrent
+// again for polling, and three polling rounds of ncclCommGetAsyncError and
+// cuStreamQuery (the fake answers "not ready" twice), 10 calls.
+// RegisterFunc's reflection made it 37.
+func TestFakeDeviceAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own")
+	}
+	a, _ := loadFake(t)
+	tr := connectFake(t, a)
+	m := deviceCopy(t, a, 0, make([]byte, 64))
+	h := header(16, reduce.Float32, reduce.Sum, 0)
+	buf := m.Buffer()
+	ctx := context.Background()
+	got := testing.AllocsPerRun(100, func() {
+		if err := tr.AllReduceDevice(ctx, h, buf, buf); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if got > 10 {
+		t.Errorf("%v allocations per device all-reduce, want at most 10 (one per C call)", got)
+	}
+}
+
+// TestFakeNonBlockingHostPath: on a non-blocking communicator the fake's
+// collectives and init return ncclInProgress; the host path polls them to
+// the end and the data still arrives element by element.
+func TestFakeNonBlockingHostPath(t *testing.T) {
+	a, ctl := loadFake(t)
+	tr := connectFakeWith(t, a, Config{Rank: 0, Size: 1, NonBlocking: true})
+	if tr.main.blocking {
+		t.Fatal("NonBlocking made a blocking communicator")
+	}
+	const n = 29
+	for _, dt := range reduce.DTypes {
+		send := make([]byte, n*dt.Size())
+		verify.Fill(dt, reduce.Min, send, 4, 0)
+		recv := make([]byte, len(send))
+		if err := tr.AllReduce(context.Background(), header(n, dt, reduce.Min, -1), send, recv); err != nil {
+			t.Fatalf("%v: %v", dt, err)
+		}
+		if w := verify.Wrong(dt, recv, send); w != 0 {
+			t.Errorf("%v: %d wrong elements", dt, w)
+		}
+	}
+	s, r := []byte("non-blocking exchange"), make([]byte, 21)
+	if err := tr.Exchange(context.Background(), []Transfer{{0, s}}, []Transfer{{0, r}}); err != nil || !bytes.Equal(s, r) {
+		t.Errorf("exchange: %v, %q", err, r)
+	}
+	before := ctl.destroys()
+	if err := tr.Close(); err != nil {
+		t.Errorf("close (ncclCommFinalize polled, then destroy): %v", err)
+	}
+	if ctl.destroys() != before+1 {
+		t.Errorf("close destroyed %d communicators, want 1", ctl.destroys()-before)
+	}
+}
+
+// TestFakeGroupDevice: collectives and a send/receive pair in one NCCL
+// group on device memory, checked element by element; a bad operation is
+// refused before NCCL is called.
+func TestFakeGroupDevice(t *testing.T) {
+	a, ctl := loadFake(t)
+	tr := connectFake(t, a)
+	const n = 19
+	dt := reduce.Float64
+	in := make([]byte, n*dt.Size())
+	verify.Fill(dt, reduce.Sum, in, 8, 0)
+	s1, s2 := deviceCopy(t, a, 0, in), deviceCopy(t, a, 0, in)
+	r1, r2 := deviceCopy(t, a, 0, make([]byte, len(in))), deviceCopy(t, a, 0, make([]byte, len(in)))
+	r3 := deviceCopy(t, a, 0, make([]byte, len(in)))
+	h := header(n, dt, reduce.Sum, 0)
+	ops := []transport.DeviceOp{
+		{Coll: transport.CollAllReduce, Header: h, Send: s1.Buffer(), Recv: r1.Buffer()},
+		{Coll: transport.CollAllGather, Header: h, Send: s2.Buffer(), Recv: r2.Buffer()},
+		{Coll: transport.CollSendRecv, Send: s1.Buffer(), Peer: 0},
+		{Coll: transport.CollSendRecv, Recv: r3.Buffer(), Peer: 0},
+	}
+	if err := tr.GroupDevice(context.Background(), ops); err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range []*Memory{r1, r2, r3} {
+		if w := verify.Wrong(dt, hostCopy(t, m, len(in)), in); w != 0 {
+			t.Errorf("operation %d of the group: %d wrong elements", i, w)
+		}
+	}
+	var before, after [8]int64
+	ctl.last(&before)
+	for _, c := range []struct {
+		op   transport.DeviceOp
+		want string
+	}{
+		{transport.DeviceOp{Coll: transport.CollGather, Header: h, Send: s1.Buffer(), Recv: r1.Buffer()}, "gather is not a collective NCCL runs on device memory"},
+		{transport.DeviceOp{Coll: transport.CollSendRecv, Send: s1.Buffer(), Recv: r1.Buffer()}, "a send or a receive, not both"},
+		{transport.DeviceOp{Coll: transport.CollSendRecv, Send: s1.Buffer(), Peer: 4}, "peer rank 4 outside [0, 1)"},
+		{transport.DeviceOp{Coll: transport.CollAllReduce, Header: header(n+1, dt, reduce.Sum, 0), Send: s1.Buffer(), Recv: r1.Buffer()}, "both must hold the header's count of 20"},
+	} {
+		err := tr.GroupDevice(context.Background(), append([]transport.DeviceOp{ops[0]}, c.op))
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "nccl: rank 0: ") {
+			t.Errorf("group with %+v: %v, want %q", c.op, err, c.want)
+		}
+	}
+	if ctl.last(&after); after != before {
+		t.Errorf("a refused group reached NCCL: %v, was %v", after, before)
 	}
 }

@@ -38,8 +38,9 @@
 // # Device memory
 //
 // The Device methods (AllReduceDevice, BroadcastDevice, ReduceDevice,
-// AllGatherDevice, ReduceScatterDevice: transport.DeviceCollectives; and
-// ExchangeDevice: transport.DeviceExchanger) take transport.DeviceBuffers
+// AllGatherDevice, ReduceScatterDevice: transport.DeviceCollectives;
+// ExchangeDevice: transport.DeviceExchanger; GroupDevice, any of them in
+// one NCCL group: transport.DeviceGrouper) take transport.DeviceBuffers
 // and hand their pointers to NCCL: nothing is copied. A DeviceBuffer comes
 // from Alloc (cuMemAlloc; Memory copies to and from the host and frees), or
 // wraps a device pointer from another CUDA library with its length and

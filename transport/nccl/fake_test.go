@@ -51,6 +51,7 @@ var (
 	fakeCtl  fakeControl
 	fakeErr  error
 	fakeMu   sync.Mutex // the fake has global state: one test at a time
+	fakeSO   string
 )
 
 func loadFake(t *testing.T) (*api, fakeControl) {
@@ -67,6 +68,7 @@ func loadFake(t *testing.T) (*api, fakeControl) {
 			return
 		}
 		so := filepath.Join(dir, "libfake_nccl_for_tests.so")
+		fakeSO = so
 		out, err := exec.Command(gcc, "-shared", "-fPIC", "-O1", "-o", so, filepath.Join("testdata", "fake_nccl_for_tests.c")).CombinedOutput()
 		if err != nil {
 			fakeErr = errors.New("gcc: " + err.Error() + ": " + string(out))

@@ -5,6 +5,7 @@ package nccl
 import (
 	"fmt"
 	"sync"
+	"unsafe"
 
 	"github.com/ebitengine/purego"
 )
@@ -67,20 +68,11 @@ func load(e searchEnv) (a *api, err error) {
 	bind(nh, &a.ncclCommFinalize, "ncclCommFinalize", false)
 	req(&a.ncclCommDestroy, "ncclCommDestroy")
 	req(&a.ncclCommAbort, "ncclCommAbort")
-	req(&a.ncclCommGetAsyncError, "ncclCommGetAsyncError")
 	req(&a.ncclCommCount, "ncclCommCount")
 	req(&a.ncclCommUserRank, "ncclCommUserRank")
 	req(&a.ncclGetErrorString, "ncclGetErrorString")
 	bind(nh, &a.ncclGetLastError, "ncclGetLastError", false)
-	req(&a.ncclAllReduce, "ncclAllReduce")
-	req(&a.ncclBroadcast, "ncclBroadcast")
-	req(&a.ncclReduce, "ncclReduce")
-	req(&a.ncclAllGather, "ncclAllGather")
-	req(&a.ncclReduceScatter, "ncclReduceScatter")
-	req(&a.ncclSend, "ncclSend")
-	req(&a.ncclRecv, "ncclRecv")
-	req(&a.ncclGroupStart, "ncclGroupStart")
-	req(&a.ncclGroupEnd, "ncclGroupEnd")
+	bindHot(a, nh, ch, &missing)
 	// The driver API's versioned names (cuda.h maps cuMemAlloc to
 	// cuMemAlloc_v2 and so on), which every driver since CUDA 4 exports.
 	creq := func(fptr any, name string) { bind(ch, fptr, name, true) }
@@ -89,7 +81,6 @@ func load(e searchEnv) (a *api, err error) {
 	creq(&a.cuDeviceGetCount, "cuDeviceGetCount")
 	creq(&a.cuDeviceGet, "cuDeviceGet")
 	creq(&a.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain")
-	creq(&a.cuCtxSetCurrent, "cuCtxSetCurrent")
 	creq(&a.cuMemAlloc, "cuMemAlloc_v2")
 	creq(&a.cuMemFree, "cuMemFree_v2")
 	creq(&a.cuMemHostAlloc, "cuMemHostAlloc")
@@ -99,14 +90,69 @@ func load(e searchEnv) (a *api, err error) {
 	creq(&a.cuMemsetD8Async, "cuMemsetD8Async")
 	creq(&a.cuStreamCreate, "cuStreamCreate")
 	creq(&a.cuStreamDestroy, "cuStreamDestroy_v2")
-	creq(&a.cuStreamQuery, "cuStreamQuery")
-	creq(&a.cuPointerGetAttributes, "cuPointerGetAttributes")
 	creq(&a.cuGetErrorString, "cuGetErrorString")
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("nccl: %w: %s or %s lacks %v; it is too old or not NCCL/the CUDA driver (NCCL >= 2.12 and a CUDA 11 or newer driver are needed)",
 			ErrNotAvailable, npath, cpath, missing)
 	}
 	return a, nil
+}
+
+// bindHot binds the functions every collective calls with direct
+// purego.SyscallN calls: a RegisterFunc call goes through reflection and
+// costs about three times as much, with more allocations. A C int
+// argument is read from the low 32 bits of its slot, and a C int result is
+// the low 32 bits of r1. Pointer arguments point to heap memory the caller
+// keeps (SyscallN's uintptrescapes would move stack variables there).
+func bindHot(a *api, nh, ch uintptr, missing *[]string) {
+	sym := func(h uintptr, name string) uintptr {
+		p, err := purego.Dlsym(h, name)
+		if err != nil || p == 0 {
+			*missing = append(*missing, name)
+		}
+		return p
+	}
+	call := func(fn uintptr, args ...uintptr) int32 {
+		r, _, _ := purego.SyscallN(fn, args...)
+		return int32(r)
+	}
+	allReduce, broadcast, reduce := sym(nh, "ncclAllReduce"), sym(nh, "ncclBroadcast"), sym(nh, "ncclReduce")
+	allGather, reduceScatter := sym(nh, "ncclAllGather"), sym(nh, "ncclReduceScatter")
+	send, recv := sym(nh, "ncclSend"), sym(nh, "ncclRecv")
+	groupStart, groupEnd, asyncErr := sym(nh, "ncclGroupStart"), sym(nh, "ncclGroupEnd"), sym(nh, "ncclCommGetAsyncError")
+	setCurrent, query, attrs := sym(ch, "cuCtxSetCurrent"), sym(ch, "cuStreamQuery"), sym(ch, "cuPointerGetAttributes")
+	u := func(v int32) uintptr { return uintptr(uint32(v)) }
+	a.ncclAllReduce = func(s, r, n uintptr, dt, op int32, comm, stream uintptr) int32 {
+		return call(allReduce, s, r, n, u(dt), u(op), comm, stream)
+	}
+	a.ncclBroadcast = func(s, r, n uintptr, dt, root int32, comm, stream uintptr) int32 {
+		return call(broadcast, s, r, n, u(dt), u(root), comm, stream)
+	}
+	a.ncclReduce = func(s, r, n uintptr, dt, op, root int32, comm, stream uintptr) int32 {
+		return call(reduce, s, r, n, u(dt), u(op), u(root), comm, stream)
+	}
+	a.ncclAllGather = func(s, r, n uintptr, dt int32, comm, stream uintptr) int32 {
+		return call(allGather, s, r, n, u(dt), comm, stream)
+	}
+	a.ncclReduceScatter = func(s, r, n uintptr, dt, op int32, comm, stream uintptr) int32 {
+		return call(reduceScatter, s, r, n, u(dt), u(op), comm, stream)
+	}
+	a.ncclSend = func(b, n uintptr, dt, peer int32, comm, stream uintptr) int32 {
+		return call(send, b, n, u(dt), u(peer), comm, stream)
+	}
+	a.ncclRecv = func(b, n uintptr, dt, peer int32, comm, stream uintptr) int32 {
+		return call(recv, b, n, u(dt), u(peer), comm, stream)
+	}
+	a.ncclGroupStart = func() int32 { return call(groupStart) }
+	a.ncclGroupEnd = func() int32 { return call(groupEnd) }
+	a.ncclCommGetAsyncError = func(comm uintptr, res *int32) int32 {
+		return call(asyncErr, comm, uintptr(unsafe.Pointer(res)))
+	}
+	a.cuCtxSetCurrent = func(ctx uintptr) int32 { return call(setCurrent, ctx) }
+	a.cuStreamQuery = func(s uintptr) int32 { return call(query, s) }
+	a.cuPointerGetAttributes = func(n uint32, kinds *uint32, data *unsafe.Pointer, ptr uintptr) int32 {
+		return call(attrs, uintptr(n), uintptr(unsafe.Pointer(kinds)), uintptr(unsafe.Pointer(data)), ptr)
+	}
 }
 
 // available reports whether the libraries load, with the reason if not.

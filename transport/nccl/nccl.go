@@ -88,6 +88,7 @@ var (
 	_ transport.NativeCollectives = (*Transport)(nil)
 	_ transport.DeviceCollectives = (*Transport)(nil)
 	_ transport.DeviceExchanger   = (*Transport)(nil)
+	_ transport.DeviceGrouper     = (*Transport)(nil)
 )
 
 // Available returns nil when NCCL and the CUDA driver load on this machine,
@@ -297,12 +298,7 @@ func (t *Transport) initComm(ctx context.Context, what string, n int, id uniqueI
 		c.destroy(0)
 		return nil, fmt.Errorf("nccl: rank %d: creating %s (%d ranks) on GPU %d: %w", t.rank, what, n, t.dev, err)
 	}
-	if err := c.onDevice(func() error {
-		if r := t.a.cuStreamCreate(&c.stream, cuStreamNonBlocking); r != cuSuccess {
-			return c.cudaErr("cuStreamCreate", r)
-		}
-		return nil
-	}); err != nil {
+	if err := c.createStream(); err != nil {
 		return fail(err)
 	}
 	if !c.blocking {

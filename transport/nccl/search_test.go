@@ -3,6 +3,7 @@ package nccl
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -202,5 +203,52 @@ func TestConfigValidation(t *testing.T) {
 		if _, err := newWith(c, nil); err == nil || !strings.Contains(err.Error(), "invalid config") {
 			t.Errorf("config %+v: %v", c, err)
 		}
+	}
+}
+
+// TestCandidatesWithoutVariables: the GPU machine's layout, a CUDA 13
+// venv under /opt with no VIRTUAL_ENV, is found; so are the CUDA 13
+// wheels' shared directory, the python3 on PATH's own site-packages, and
+// a ./.venv.
+func TestCandidatesWithoutVariables(t *testing.T) {
+	torch := "/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2"
+	cu13 := "/srv/py/lib/python3.13/site-packages/nvidia/cu13/lib/libnccl.so.2"
+	local := ".venv/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so.2"
+	e := fakeEnv(map[string]string{"HOME": "/home/u"}, torch, cu13, local)
+	e.python = func() ([]string, error) { return []string{"/srv/py/lib/python3.13/site-packages"}, nil }
+	got := e.candidates(ncclLibrary)
+	for _, want := range []string{torch, cu13, local} {
+		if !slices.Contains(got, want) {
+			t.Errorf("candidates %v lack %s", got, want)
+		}
+	}
+	// The python3 on PATH comes before the guessed locations.
+	if i, j := slices.Index(got, cu13), slices.Index(got, torch); i > j {
+		t.Errorf("python3's site-packages (%d) after /opt/*/.venv (%d): %v", i, j, got)
+	}
+	err := e.notFound(ncclLibrary, nil, nil)
+	for _, want := range []string{"/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib", "/srv/py/lib/python3.13/site-packages/nvidia/cu13/lib", EnvNCCLLib} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("not-found error %q lacks %q", err, want)
+		}
+	}
+}
+
+// TestPythonSitePackages asks a python3 on PATH (a script here) and keeps
+// only package directories.
+func TestPythonSitePackages(t *testing.T) {
+	dir := t.TempDir()
+	script := "#!/bin/sh\nprintf '/x/lib/python3.12/site-packages\\n/x/lib/python312.zip\\n/usr/lib/python3/dist-packages\\n'\n"
+	if err := os.WriteFile(filepath.Join(dir, "python3"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir)
+	got, err := pythonSitePackages()
+	if err != nil || !slices.Equal(got, []string{"/x/lib/python3.12/site-packages", "/usr/lib/python3/dist-packages"}) {
+		t.Errorf("pythonSitePackages() = %v, %v", got, err)
+	}
+	t.Setenv("PATH", t.TempDir())
+	if _, err := pythonSitePackages(); err == nil {
+		t.Error("no python3 on PATH, but no error")
 	}
 }

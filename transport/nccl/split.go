@@ -82,12 +82,7 @@ func (t *Transport) Split(ctx context.Context, color, key int) (*Transport, erro
 		return fail(err)
 	}
 	nc.rank = int(rank)
-	if err := nc.onDevice(func() error {
-		if r := t.a.cuStreamCreate(&nc.stream, cuStreamNonBlocking); r != cuSuccess {
-			return nc.cudaErr("cuStreamCreate", r)
-		}
-		return nil
-	}); err != nil {
+	if err := nc.createStream(); err != nil {
 		return fail(err)
 	}
 	sub.cfg.Rank, sub.cfg.Size = int(rank), int(n)

@@ -154,6 +154,7 @@ int cuStreamCreate(fstream **s, unsigned flags) {
 }
 int cuStreamDestroy_v2(fstream *s) { if (!s || !s->live) return 400; s->live = 0; return 0; }
 int cuStreamQuery(fstream *s) {
+  if (!current) return 201;
   if (!s || !s->live) return 400;
   if (mode == MODE_HANG) return 600;
   if (s->delay > 0) { s->delay--; return 600; }
