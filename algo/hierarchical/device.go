@@ -97,15 +97,21 @@ func (x *run) device(ctx context.Context, n transport.DeviceCollectives, send, r
 	host := x.st.host[:need]
 	// staged all-reduces the need bytes of sb with the other nodes at
 	// level, through host memory.
-	staged := func(level int, what string) error {
+	staged := func(level int) error {
+		what := func() string {
+			if level == levelLeaders {
+				return "all-reduce among node leaders"
+			}
+			return fmt.Sprintf("inter-node all-reduce of shard %d", x.tp.local)
+		}
 		if err := stage.CopyToHost(host); err != nil {
-			return fmt.Errorf("copying %d bytes from the GPU for the %s: %w", need, what, err)
+			return fmt.Errorf("copying %d bytes from the GPU for the %s: %w", need, what(), err)
 		}
 		if err := x.across(ctx, level, host); err != nil {
-			return fmt.Errorf("%s: %w", what, err)
+			return fmt.Errorf("%s: %w", what(), err)
 		}
 		if err := stage.CopyFromHost(host); err != nil {
-			return fmt.Errorf("copying %d bytes to the GPU after the %s: %w", need, what, err)
+			return fmt.Errorf("copying %d bytes to the GPU after the %s: %w", need, what(), err)
 		}
 		return nil
 	}
@@ -122,7 +128,7 @@ func (x *run) device(ctx context.Context, n transport.DeviceCollectives, send, r
 		if err := n.ReduceScatterDevice(ctx, x.nativeHeader(transport.CollReduceScatter, count), send, sb); err != nil {
 			return x.intraErr("intra-node reduce-scatter", err)
 		}
-		if err := staged(levelInter, fmt.Sprintf("inter-node all-reduce of shard %d", x.tp.local)); err != nil {
+		if err := staged(levelInter); err != nil {
 			return err
 		}
 		if err := n.AllGatherDevice(ctx, x.nativeHeader(transport.CollAllGather, count), sb, recv); err != nil {
@@ -134,7 +140,7 @@ func (x *run) device(ctx context.Context, n transport.DeviceCollectives, send, r
 		return x.intraErr("intra-node reduce to the leader", err)
 	}
 	if x.tp.local == 0 {
-		if err := staged(levelLeaders, "all-reduce among node leaders"); err != nil {
+		if err := staged(levelLeaders); err != nil {
 			return err
 		}
 	}
