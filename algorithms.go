@@ -51,8 +51,8 @@ type AlgorithmSetup struct {
 	// every rank.
 	Nodes []int
 	// Intra connects this rank with the other ranks of its node, over
-	// shared memory, when Connect made such a transport (Options.IntraNode);
-	// nil otherwise.
+	// shared memory or NCCL, when Connect made such a transport
+	// (Options.IntraNode); nil otherwise.
 	Intra transport.Transport
 	// Tuning is the measured cost model of Options.Tuning, or nil.
 	Tuning *adaptive.Table

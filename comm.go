@@ -132,8 +132,11 @@ type Options struct {
 	// DefaultElasticWait.
 	ElasticWait time.Duration
 	// IntraNode is the transport Connect gives the hierarchical algorithm
-	// inside a node of several ranks: "shm" (shared memory) or "group" (the
-	// main transport). Empty means shm where /dev/shm exists.
+	// inside a node of several ranks: "shm" (shared memory), "group" (the
+	// main transport) or "nccl" (NCCL inside every node, one of a single
+	// rank included, and the main transport, tcp or rdma, between nodes;
+	// its error wraps nccl.ErrNotAvailable where NCCL is not installed).
+	// Empty means shm where /dev/shm exists.
 	IntraNode string
 }
 

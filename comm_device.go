@@ -126,6 +126,9 @@ func (c *Comm) reduceScatterDevice(dt DType, op Op, send, recv DeviceBuffer) (tr
 // error wrapping ErrHostMemoryOnly.
 func (c *Comm) AllReduceDevice(ctx context.Context, dt DType, op Op, send, recv DeviceBuffer) error {
 	o, err := c.allReduceDevice(dt, op, send, recv)
+	if in, ok := c.intra.(*ncclIntra); ok && algorithmNames[c.algo] == "hierarchical" {
+		return c.hybridAllReduceDevice(ctx, in, o.Header, send, recv, err) // comm_hybrid.go
+	}
 	return c.deviceOps(ctx, &nameAllReduceDevice, err, false, o)
 }
 

@@ -1,12 +1,9 @@
 package collkit
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"unsafe"
@@ -79,20 +76,8 @@ func TestNCCLDeviceComm(t *testing.T) {
 		ncclDeviceChild(t)
 		return
 	}
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("needs gcc to build the fake NCCL library")
-	}
-	so := filepath.Join(t.TempDir(), "libfake_nccl_for_tests.so")
-	if out, err := exec.Command(gcc, "-shared", "-fPIC", "-O1", "-o", so, filepath.Join("transport", "nccl", "testdata", "fake_nccl_for_tests.c")).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v: %s", err, out)
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestNCCLDeviceComm$", "-test.v")
-	cmd.Env = append(os.Environ(), "COLLKIT_TEST_FAKE_NCCL=1", nccl.EnvNCCLLib+"="+so, nccl.EnvCUDALib+"="+so)
-	out, err := cmd.CombinedOutput()
-	if err != nil || !bytes.Contains(out, []byte("--- PASS: TestNCCLDeviceComm")) {
-		t.Fatalf("child: %v\n%s", err, out)
-	}
+	so := buildFakeNCCL(t)
+	runChild(t, "TestNCCLDeviceComm", "COLLKIT_TEST_FAKE_NCCL=1", nccl.EnvNCCLLib+"="+so, nccl.EnvCUDALib+"="+so)
 }
 
 func ncclDeviceChild(t *testing.T) {

@@ -162,7 +162,10 @@ func (c *Comm) WriteTrace(ctx context.Context, path string) error {
 func (c *Comm) logSetup(env bootstrap.Env, opts Options, took time.Duration, intra bool) {
 	log := c.obs.log
 	attrs := []any{"transport", c.transportName, "local_rank", env.LocalRank, "local_size", env.LocalSize,
-		"store", env.StoreAddr(), "nodes", c.nodes, "shm_inside_nodes", intra, "secret", env.Secret != "", "tls", opts.TLS != nil}
+		"store", env.StoreAddr(), "nodes", c.nodes, "shm_inside_nodes", intra && opts.IntraNode != "nccl", "secret", env.Secret != "", "tls", opts.TLS != nil}
+	if intra && opts.IntraNode == "nccl" {
+		attrs = append(attrs, "nccl_inside_nodes", true)
+	}
 	if t, ok := c.t.(interface{ Addr() string }); ok {
 		attrs = append(attrs, "address", t.Addr())
 	}

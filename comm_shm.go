@@ -121,31 +121,26 @@ func connectShm(ctx context.Context, store bootstrap.Store, rank, size int, jobI
 	return t, nil
 }
 
-// connectIntra connects the ranks of this rank's node over shared memory,
-// for the inner level of the hierarchical all-reduce, when the main
-// transport is not shared memory already, the node has more than one rank
-// and opts.IntraNode allows it. It returns nil when there is nothing to do.
+// connectIntra connects the ranks of this rank's node for the inner level
+// of the hierarchical all-reduce: with NCCL for opts.IntraNode "nccl"
+// (comm_hybrid.go), else over shared memory when the main transport is not
+// shared memory already, the node has more than one rank and
+// opts.IntraNode allows it. It returns nil when there is nothing to do.
 // Every rank calls it with the same nodes, so the ranks of a node agree.
 func connectIntra(ctx context.Context, env bootstrap.Env, store bootstrap.Store, opts Options, nodes []int) (transport.Transport, error) {
 	switch opts.IntraNode {
 	case "", "shm":
 	case "group":
 		return nil, nil
+	case "nccl":
+		return connectIntraNCCL(ctx, env, store, opts, nodes)
 	default:
-		return nil, fmt.Errorf("%w: Options.IntraNode %q (use shm or group)", ErrBadArgument, opts.IntraNode)
+		return nil, fmt.Errorf("%w: Options.IntraNode %q (use shm, group or nccl)", ErrBadArgument, opts.IntraNode)
 	}
 	if opts.Transport == "shm" || (opts.IntraNode == "" && shmAvailable() != nil) {
 		return nil, nil
 	}
-	local, size := 0, 0
-	for r, node := range nodes {
-		if node == nodes[env.Rank] {
-			if r == env.Rank {
-				local = size
-			}
-			size++
-		}
-	}
+	local, size := localRankIn(env.Rank, nodes)
 	if size < 2 {
 		return nil, nil
 	}
@@ -158,7 +153,7 @@ func connectIntra(ctx context.Context, env bootstrap.Env, store bootstrap.Store,
 }
 
 // intraAllReduce is the hierarchical algorithm's all-reduce inside a node:
-// native over shared memory, ring otherwise.
+// native over shared memory and NCCL, halving-doubling otherwise.
 func intraAllReduce(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte) error {
 	return nativeAllReduce(ctx, t, h, send, recv)
 }

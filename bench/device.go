@@ -65,16 +65,16 @@ func newDeviceBuffers(c *collkit.Comm, coll string, send, recv int) (*deviceBuff
 	if !ok {
 		return nil, fmt.Errorf("%s has no device-memory path (NCCL has no %s of its own); use --mem host", coll, coll)
 	}
-	t, ok := c.Transport().(*nccl.Transport)
+	dev, ok := c.GPU()
 	if !ok {
-		return nil, fmt.Errorf("device memory needs --transport nccl, not %T; use --mem host", c.Transport())
+		return nil, fmt.Errorf("device memory needs NCCL (--transport nccl, or --intra nccl with --algo hierarchical), not %T; use --mem host", c.Transport())
 	}
 	d := &deviceBuffers{run: run}
 	var err error
-	if d.send, err = nccl.Alloc(t.Device(), max(send, 1)); err != nil {
+	if d.send, err = nccl.Alloc(dev, max(send, 1)); err != nil {
 		return nil, err
 	}
-	if d.recv, err = nccl.Alloc(t.Device(), max(recv, 1)); err != nil {
+	if d.recv, err = nccl.Alloc(dev, max(recv, 1)); err != nil {
 		d.send.Free()
 		return nil, err
 	}

@@ -30,6 +30,13 @@
 // otherwise) over a transport/group of the main transport, or over a
 // transport given for the level, such as shared memory inside a node:
 //
+// An intra-node transport that runs collectives itself
+// (transport.NativeCollectives: NCCL inside a node, TCP or RDMA between
+// nodes) does the intra-node phases with its own collectives: reduce-scatter
+// and all-gather when nodes are even and the count divides by their size,
+// reduce to the leader and broadcast otherwise. They run even with one
+// rank per node, so such a library always holds the node's part of the work.
+//
 //	c := hierarchical.Config{Nodes: hierarchical.GroupBy(hostnames)}
 //	err := c.AllReduce(ctx, t, h, send, recv)
 //

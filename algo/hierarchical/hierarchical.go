@@ -38,6 +38,9 @@ type Config struct {
 	// IntraTransport, if set, carries the intra-node level instead of a group
 	// of the main transport. It connects exactly this rank's node: its Size
 	// is the node's number of ranks and its Rank this rank's local rank.
+	// When it runs collectives itself (transport.NativeCollectives, such
+	// as NCCL), the intra-node phases are its own reduce-scatter and
+	// all-gather (or reduce and broadcast), even with one rank per node.
 	IntraTransport transport.Transport
 	// InterTransport, if set, carries the inter-node level instead of a group
 	// of the main transport. It connects this rank with the ranks of the
@@ -163,10 +166,11 @@ func (c Config) AllReduce(ctx context.Context, t transport.Transport, h transpor
 	// method value c.Ring.AllReduce would cost an allocation per call.
 	intra, inter := c.Intra, c.Inter
 	size := len(tp.nodes[tp.node])
+	native := c.nativeIntra()
 	switch {
 	case len(tp.nodes) == 1:
 		return c.flat(ctx, "intra-node", intra, c.IntraTransport, t, h, send, recv)
-	case tp.even && size == 1:
+	case tp.even && size == 1 && native == nil:
 		return c.flat(ctx, "inter-node", inter, c.InterTransport, t, h, send, recv)
 	}
 	if !pipeline.SameBuffer(send, recv) {
@@ -178,9 +182,12 @@ func (c Config) AllReduce(ctx context.Context, t transport.Transport, h transpor
 		x.h.Op = reduce.Sum
 		x.avg = true
 	}
-	if tp.even {
+	switch {
+	case native != nil:
+		err = x.native(ctx, native, recv, es)
+	case tp.even:
 		err = x.shards(ctx, recv, es)
-	} else {
+	default:
 		err = x.leaders(ctx, recv)
 	}
 	*x = run{}
@@ -276,8 +283,7 @@ func (x *run) shards(ctx context.Context, buf []byte, es int) error {
 	if err != nil {
 		return err
 	}
-	interT, err := x.interT(levelInter)
-	if err != nil {
+	if _, err := x.interT(levelInter); err != nil {
 		return err
 	}
 	size := len(x.tp.nodes[x.tp.node])
@@ -297,11 +303,8 @@ func (x *run) shards(ctx context.Context, buf []byte, es int) error {
 	if err := x.c.Ring.ReduceScatter(ctx, intraT, x.header(levelIntra, transport.CollReduceScatter), buf, shard, counts); err != nil {
 		return x.intraErr("intra-node reduce-scatter", err)
 	}
-	if err := x.c.levelAllReduce(ctx, x.inter, interT, x.header(levelInter, x.h.Coll), shard, shard); err != nil {
+	if err := x.across(ctx, levelInter, shard); err != nil {
 		return fmt.Errorf("inter-node all-reduce of shard %d: %w", x.tp.local, err)
-	}
-	if x.avg {
-		reduce.Finish(x.h.DType, reduce.Avg, shard, x.n)
 	}
 	if err := x.c.Ring.AllGather(ctx, intraT, x.header(levelIntra, transport.CollAllGather), shard, buf, counts); err != nil {
 		return x.intraErr("intra-node all-gather", err)
@@ -324,15 +327,8 @@ func (x *run) leaders(ctx context.Context, buf []byte) error {
 		}
 	}
 	if x.tp.local == 0 {
-		interT, err := x.interT(levelLeaders)
-		if err != nil {
-			return err
-		}
-		if err := x.c.levelAllReduce(ctx, x.inter, interT, x.header(levelLeaders, x.h.Coll), buf, buf); err != nil {
+		if err := x.across(ctx, levelLeaders, buf); err != nil {
 			return fmt.Errorf("all-reduce among node leaders: %w", err)
-		}
-		if x.avg {
-			reduce.Finish(x.h.DType, reduce.Avg, buf, x.n)
 		}
 	}
 	if size > 1 {
@@ -340,6 +336,23 @@ func (x *run) leaders(ctx context.Context, buf []byte) error {
 		if err := x.c.Ring.Broadcast(ctx, intraT, h, buf, 0); err != nil {
 			return x.intraErr("intra-node broadcast from the leader", err)
 		}
+	}
+	return nil
+}
+
+// across all-reduces buf in place with the ranks of the other nodes at
+// level (levelInter: the same local rank; levelLeaders: the leaders), and
+// divides it for Avg: it is the last level to sum.
+func (x *run) across(ctx context.Context, level int, buf []byte) error {
+	interT, err := x.interT(level)
+	if err != nil {
+		return err
+	}
+	if err := x.c.levelAllReduce(ctx, x.inter, interT, x.header(level, x.h.Coll), buf, buf); err != nil {
+		return err
+	}
+	if x.avg {
+		reduce.Finish(x.h.DType, reduce.Avg, buf, x.n)
 	}
 	return nil
 }
@@ -368,6 +381,7 @@ type state struct {
 	tp             topology
 	groups         [4]*group.Transport // by level; nil until needed
 	counts         []int               // the shards' element counts
+	host           []byte              // AllReduceDevice's host copy of what crosses nodes
 	run            run
 }
 

@@ -240,20 +240,24 @@ func TestPreflight(t *testing.T) {
 func TestHierarchy(t *testing.T) {
 	cases := []struct {
 		tr    string
+		flag  string // --intra
 		nodes []int
 		shm   bool
 		intra string
 		inter string
 	}{
-		{"tcp", []int{0, 0, 0, 0}, true, "shm", ""},     // one host: shared memory only, no tcp at all
-		{"tcp", []int{0, 0, 1, 1}, true, "shm", "tcp"},  // two nodes of two
-		{"tcp", []int{0, 1, 2, 3}, true, "tcp", "tcp"},  // one rank per node: no intra-node transport
-		{"tcp", []int{0, 0, 1, 1}, false, "tcp", "tcp"}, // no /dev/shm
-		{"shm", []int{0, 0, 1, 1}, true, "shm", "shm"},  // shm is the main transport
-		{"rdma", []int{0, 0, 1, 1}, true, "shm", "rdma"},
+		{"tcp", "", []int{0, 0, 0, 0}, true, "shm", ""},     // one host: shared memory only, no tcp at all
+		{"tcp", "", []int{0, 0, 1, 1}, true, "shm", "tcp"},  // two nodes of two
+		{"tcp", "", []int{0, 1, 2, 3}, true, "tcp", "tcp"},  // one rank per node: no intra-node transport
+		{"tcp", "", []int{0, 0, 1, 1}, false, "tcp", "tcp"}, // no /dev/shm
+		{"shm", "", []int{0, 0, 1, 1}, true, "shm", "shm"},  // shm is the main transport
+		{"rdma", "", []int{0, 0, 1, 1}, true, "shm", "rdma"},
+		{"tcp", "group", []int{0, 0, 1, 1}, true, "tcp", "tcp"},    // --intra group: the main transport inside nodes too
+		{"tcp", "nccl", []int{0, 1}, true, "nccl", "tcp"},          // --intra nccl: NCCL even at one rank per node
+		{"rdma", "nccl", []int{0, 0, 1, 1}, false, "nccl", "rdma"}, // NCCL inside nodes, RDMA between
 	}
 	for _, c := range cases {
-		intra, inter, _ := hierarchy(c.tr, c.nodes, c.shm)
+		intra, inter, _ := hierarchy(c.tr, c.flag, c.nodes, c.shm)
 		if intra != c.intra || inter != c.inter {
 			t.Errorf("%s over nodes %v (shm %v): intra %q inter %q, want %q %q", c.tr, c.nodes, c.shm, intra, inter, c.intra, c.inter)
 		}

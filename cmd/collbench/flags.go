@@ -83,6 +83,7 @@ func defineFlags(fs *pflag.FlagSet, o *options, c *compatFlags, raw *rawFlags) {
 	fs.Var(spinFlag{&o.spinWait}, "spin-wait", "how long a TCP receive polls, yielding the core between polls, before sleeping: auto (learned per peer from its recent waits) or a duration (0 disables)")
 	fs.StringVar(&o.bind, "bind", "core", "bind each local rank to one core, as mpirun --bind-to core (left alone when a launcher already bound it), or none")
 	fs.IntVar(&o.nodes, "nodes", 0, "split the ranks into this many simulated nodes for --algo hierarchical (default: group by host name or $COLLKIT_NODE)")
+	fs.StringVar(&o.intra, "intra", "", "with --algo hierarchical, the transport inside each node: shm (the default where /dev/shm exists), group (the main transport) or nccl (NCCL inside every node, --transport tcp or rdma between nodes; on one GPU: --nodes 2 --np 2)")
 	fs.StringVarP(&o.jsonPath, "json", "J", "", "write the results as JSON to this file (rank 0; schema in bench/SCHEMA.md; nccl-tests' -J writes its own layout)")
 	fs.BoolVar(&o.samples, "samples", false, "with --json: keep every iteration's time, not only the statistics (as -I 1)")
 	fs.StringVarP(&o.csvPath, "csv", "F", "", "write the results as CSV to this file (rank 0)")
@@ -208,6 +209,18 @@ func interpret(fs *pflag.FlagSet, o options, c compatFlags, raw rawFlags) (optio
 		return o, fmt.Errorf("--warmup_iters and --check must not be negative")
 	case o.nodes < 0 || o.nodes > o.np && o.npSet:
 		return o, fmt.Errorf("--nodes %d: must be between 1 and the number of ranks", o.nodes)
+	case o.intra != "" && o.intra != "shm" && o.intra != "group" && o.intra != "nccl":
+		return o, fmt.Errorf("--intra %q: want shm, group or nccl", o.intra)
+	case o.intra != "" && !slices.Contains(o.algos, "hierarchical"):
+		return o, fmt.Errorf("--intra %s: only --algo hierarchical has an intra-node level; add --algo hierarchical", o.intra)
+	case o.intra == "nccl" && slices.Contains(o.transports, "nccl"):
+		return o, fmt.Errorf("--intra nccl with --transport nccl: NCCL carries every rank already; use --transport tcp or rdma between the nodes")
+	case o.intra == "nccl" && o.mem != memHost && o.coll == "allreduce" && len(o.algos) > 1:
+		return o, fmt.Errorf("--intra nccl on GPU memory: only --algo hierarchical runs there; measure the others with --mem host")
+	case o.intra == "nccl" && o.mem != memHost && o.bench.Group > 1:
+		return o, fmt.Errorf("--group/-m with --intra nccl: grouped all-reduces on GPU memory need --transport nccl; add --mem host")
+	case o.intra == "nccl" && collkit.TransportAvailable("nccl") != nil:
+		return o, fmt.Errorf("--intra nccl: %v; or keep --transport inside nodes with --intra shm or group", collkit.TransportAvailable("nccl"))
 	case o.streams < 1:
 		return o, fmt.Errorf("--streams %d: must be at least 1", o.streams)
 	case o.rounds < 1:

@@ -14,8 +14,11 @@ const (
 )
 
 // onDevice reports whether transport tr's buffers are GPU memory: nccl's
-// are unless --mem host.
-func (o options) onDevice(tr string) bool { return tr == "nccl" && o.mem != memHost }
+// are unless --mem host, and so are the hybrid all-reduce's (--intra
+// nccl: NCCL on the GPU inside nodes, tr between them).
+func (o options) onDevice(tr string) bool {
+	return (tr == "nccl" || o.intra == "nccl" && o.coll == "allreduce") && o.mem != memHost
+}
 
 // checkMem checks --mem against the transports and the collective.
 func checkMem(o options) error {
@@ -26,12 +29,12 @@ func checkMem(o options) error {
 	}
 	if o.mem == memDevice {
 		for _, tr := range o.transports {
-			if tr != "nccl" {
-				return fmt.Errorf("--mem device: transport %s moves host memory only; use --transport nccl, or drop --mem", tr)
+			if tr != "nccl" && !o.onDevice(tr) {
+				return fmt.Errorf("--mem device: transport %s moves host memory only; use --transport nccl (or --intra nccl with --algo hierarchical), or drop --mem", tr)
 			}
 		}
 	}
-	if !slices.Contains(o.transports, "nccl") || o.mem == memHost {
+	if !slices.Contains(o.transports, "nccl") && o.intra != "nccl" || o.mem == memHost {
 		return nil
 	}
 	if o.coll == "alltoall" || o.coll == "gather" || o.coll == "scatter" {

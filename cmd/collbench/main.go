@@ -43,7 +43,8 @@ type options struct {
 	mem            string // --mem: where --transport nccl's buffers live
 	store          string // --store: the ranks' COLLKIT_STORE when collbench launches them
 	streams        int
-	nodes          int // --nodes: simulated nodes
+	nodes          int    // --nodes: simulated nodes
+	intra          string // --intra: Options.IntraNode
 	spinWait       time.Duration
 	bind           string // --bind: core or none
 	interleave     bool   // --interleave: size by size, the algorithms in turn
@@ -405,6 +406,7 @@ func runTransport(ctx context.Context, env bootstrap.Env, store bootstrap.Store,
 		Timeout:        opts.timeout,
 		Tuning:         opts.tuningIn,
 		SimulatedNodes: opts.nodes,
+		IntraNode:      opts.intra,
 		SpinWait:       spinWait(opts.spinWait),
 		Trace:          opts.tracePath != "",
 	})
@@ -537,7 +539,7 @@ func newReport(comm *collkit.Comm, tr string, opts options, cfg bench.Config) be
 	report := bench.NewReport()
 	report.Collective, report.Algorithm, report.Transport = opts.coll, comm.Algorithm(), tr
 	report.Ranks, report.Streams, report.TransportSettings = comm.Size(), opts.streams, transportSettings(opts)
-	if tr == "nccl" {
+	if tr == "nccl" || opts.intra == "nccl" {
 		report.TransportSettings["memory"] = map[bool]string{true: memDevice, false: memHost}[opts.onDevice(tr)]
 	}
 	report.Iters, report.Warmup, report.Check, report.Seed = cfg.Iters, cfg.Warmup, cfg.Check, cfg.Seed
@@ -552,7 +554,7 @@ func newReport(comm *collkit.Comm, tr string, opts options, cfg bench.Config) be
 		report.Algorithm = "per size (see the algo column)"
 	}
 	if report.Algorithm == "hierarchical" {
-		report.IntraTransport, report.InterTransport, report.Nodes = hierarchy(tr, comm.Nodes(), collkit.TransportAvailable("shm") == nil)
+		report.IntraTransport, report.InterTransport, report.Nodes = hierarchy(tr, opts.intra, comm.Nodes(), collkit.TransportAvailable("shm") == nil)
 	}
 	if report.Iters == 0 {
 		report.MinTimeMS, report.MaxIters = float64(cfg.MinTime.Microseconds())/1e3, cfg.MaxIters
@@ -560,11 +562,12 @@ func newReport(comm *collkit.Comm, tr string, opts options, cfg bench.Config) be
 	return report
 }
 
-// hierarchy says what the hierarchical algorithm runs on: inside a node of
-// several ranks shared memory where this host has it (collkit.Connect's
-// default, Options.IntraNode empty), else the main transport; between
-// nodes the main transport, or nothing with one node.
-func hierarchy(tr string, nodes []int, shm bool) (intra, inter string, count int) {
+// hierarchy says what the hierarchical algorithm runs on: inside every node
+// NCCL with --intra nccl; inside a node of several ranks shared memory
+// where this host has it (collkit.Connect's default, --intra empty or
+// shm), else the main transport; between nodes the main transport, or
+// nothing with one node.
+func hierarchy(tr, intraFlag string, nodes []int, shm bool) (intra, inter string, count int) {
 	perNode := map[int]int{}
 	most := 0
 	for _, n := range nodes {
@@ -572,7 +575,11 @@ func hierarchy(tr string, nodes []int, shm bool) (intra, inter string, count int
 		most = max(most, perNode[n])
 	}
 	intra = tr
-	if shm && most > 1 {
+	switch {
+	case intraFlag == "nccl":
+		intra = "nccl"
+	case intraFlag == "group":
+	case most > 1 && (shm || intraFlag == "shm"):
 		intra = "shm"
 	}
 	if len(perNode) > 1 {
