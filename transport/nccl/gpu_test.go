@@ -17,7 +17,7 @@ import (
 )
 
 // These tests need real NCCL and a GPU; they skip with the reason otherwise.
-// scripts/gpu-check.sh runs them on a GPU machine.
+// gpu-kit/run.sh (built by scripts/gpu-build.sh) runs them on a GPU machine.
 
 // gpuWorld connects size ranks as goroutines of this process, one GPU each.
 func gpuWorld(t testing.TB, size int) []*Transport {
