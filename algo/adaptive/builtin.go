@@ -53,7 +53,7 @@ func (t *Table) nearest(transport string, n int) int {
 		if e.Transport != transport {
 			continue
 		}
-		d := math.Abs(math.Log2(float64(e.Ranks)) - math.Log2(float64(n)))
+		d := float64(max(e.Ranks, n)) / float64(max(min(e.Ranks, n), 1)) // the ratio: cheaper than a log, same order
 		if d < dist || d == dist && e.Ranks > best {
 			best, dist = e.Ranks, d
 		}
