@@ -83,7 +83,10 @@ func (w *callWatch) begin(c *Comm, h transport.Header) {
 		return
 	}
 	w.c.Store(c)
-	w.timer.Store(time.AfterFunc(NoticePeriod, w.tick))
+	// Stored before it can fire: tick re-arms it through w.timer.
+	t := time.AfterFunc(time.Hour, w.tick)
+	w.timer.Store(t)
+	t.Reset(NoticePeriod)
 }
 
 // end marks that no collective is in progress.

@@ -355,6 +355,7 @@ func (s *stream) send(ctx context.Context, h transport.Header, p []byte) (int, e
 		b = s.wbuf[:transport.HeaderSize+len(p)]
 		h.Encode(b)
 		copy(b[transport.HeaderSize:], p)
+		raceSync()
 		// It usually fits in the socket buffer: one write, without arming
 		// the context (a registration and two allocations).
 		if s.plain && s.raw != nil {
@@ -363,6 +364,7 @@ func (s *stream) send(ctx context.Context, h transport.Header, p []byte) (int, e
 			}
 		}
 	}
+	raceSync()
 	err := s.armWrite(ctx)
 	if err != nil {
 		s.whook.done()
@@ -494,6 +496,7 @@ func (s *stream) recvSmall(peer int, want transport.Header, p []byte) (int, erro
 	if err != nil {
 		return n, unexpected(err)
 	}
+	raceSync()
 	copy(p, b[transport.HeaderSize:])
 	return n, nil
 }
@@ -512,6 +515,7 @@ func (s *stream) recvLarge(peer int, want transport.Header, p []byte) (int, erro
 	if err := checkHeader(peer, want, h); err != nil {
 		return n, err
 	}
+	raceSync()
 	m, err := io.ReadFull(s.conn, p)
 	return n + m, unexpected(err)
 }
