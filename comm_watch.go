@@ -120,18 +120,29 @@ const ticksPerWatch = int(WatchPeriod / NoticePeriod)
 // notices interrupts the collective live with the first peer's abort
 // notice that lies unread.
 func (w *callWatch) notices(live uint64) {
-	c := w.c.Load()
-	for _, t := range [...]transport.Transport{c.t, c.intra} {
+	w.eachPeer(func(t transport.Transport, peer int) bool {
 		np, ok := t.(transport.NoticePeeker)
 		if !ok {
+			return false
+		}
+		ae, ok := np.PeekNotice(peer)
+		if ok {
+			w.interrupt(live, ae)
+		}
+		return ok
+	})
+}
+
+// eachPeer calls f with every peer of the communicator's transports (the
+// intra-node one too) until f returns true.
+func (w *callWatch) eachPeer(f func(t transport.Transport, peer int) bool) {
+	c := w.c.Load()
+	for _, t := range [...]transport.Transport{c.t, c.intra} {
+		if t == nil {
 			continue
 		}
 		for peer := range t.Size() {
-			if peer == t.Rank() {
-				continue
-			}
-			if ae, ok := np.PeekNotice(peer); ok {
-				w.interrupt(live, ae)
+			if peer != t.Rank() && f(t, peer) {
 				return
 			}
 		}
@@ -151,24 +162,20 @@ func (w *callWatch) check(live uint64, ticks int) {
 		Seq: live - 1, Count: count, Comm: uint32(commRoot), Root: int32(uint32(commRoot >> 32)),
 		Coll: transport.Coll(kind), DType: reduce.DType(kind >> 8), Op: reduce.Op(kind >> 16),
 	}
-	c := w.c.Load()
-	for _, t := range []transport.Transport{c.t, c.intra} {
+	found := false
+	w.eachPeer(func(t transport.Transport, peer int) bool {
 		pk, ok := t.(transport.Peeker)
 		if !ok {
-			continue
+			return false
 		}
-		for peer := range t.Size() {
-			if peer == t.Rank() {
-				continue
-			}
-			if got, ok := pk.Peek(peer); ok && !transport.SameCall(want, got) {
-				if w.live.Load() != live {
-					return
-				}
-				w.interrupt(live, mismatchOf(peer, want, got))
-				return
-			}
+		got, ok := pk.Peek(peer)
+		if found = ok && !transport.SameCall(want, got); found {
+			w.interrupt(live, mismatchOf(peer, want, got)) // only if live still runs
 		}
+		return found
+	})
+	if found {
+		return
 	}
 	const every = int(AskAfter / WatchPeriod)
 	if ticks >= every && ticks%(2*every) == every {

@@ -96,49 +96,29 @@ func (s *Store) Set(ctx context.Context, key string, value []byte) error {
 }
 
 // Get returns the value of key, waiting with a watch until some rank sets
-// it or ctx ends.
+// it or ctx ends (GetMany of one key).
+func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
+	v, err := s.GetMany(ctx, []string{key})
+	if me := (*bootstrap.MissingKeyError)(nil); errors.As(err, &me) {
+		return nil, me.Err // the key is the caller's: no need to name it twice
+	}
+	if err != nil {
+		return nil, err
+	}
+	return v[0], nil
+}
+
+// GetMany returns the values of keys (distinct) once all have one
+// (bootstrap.MultiGetter): it reads the keys' common prefix (the key
+// itself when there is one), and when some are missing, watches it, so
+// that waiting for n keys costs etcd two reads and one watch rather than n
+// of each.
 //
-// The watch starts at the store's current revision and the key is read
+// The watch starts at the store's current revision and the keys are read
 // once more after etcd confirmed it, so a value set in between is seen by
 // the read, and one set later by the watch. A watch asked to start at an
 // older revision would be caught up by etcd's background sync, which runs
 // every 100 ms: that was most of the time of an elastic shrink over etcd.
-func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
-	if err := bootstrap.CheckSizes(key, nil); err != nil {
-		return nil, err
-	}
-	k := s.prefix + key
-	if v, ok, err := s.read(ctx, key); ok || err != nil {
-		return v, err
-	}
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	watch := s.cli.Watch(wctx, k, clientv3.WithCreatedNotify())
-	for wr := range watch {
-		if err := wr.Err(); err != nil {
-			return nil, s.getErr(ctx, key, err)
-		}
-		if wr.Created {
-			if v, ok, err := s.read(ctx, key); ok || err != nil {
-				return v, err
-			}
-		}
-		for _, ev := range wr.Events {
-			if ev.Type == clientv3.EventTypePut {
-				return ev.Kv.Value, nil
-			}
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, s.getErr(ctx, key, err)
-	}
-	return nil, s.fail("waiting for", key, errors.New("the watch ended: the client was closed or lost etcd"))
-}
-
-// GetMany returns the values of keys (distinct) once all have one
-// (bootstrap.MultiGetter): it reads the keys' common prefix, and when some
-// are missing, watches that prefix as Get watches a key, so that waiting
-// for n keys costs etcd two reads and one watch rather than n of each.
 func (s *Store) GetMany(ctx context.Context, keys []string) ([][]byte, error) {
 	for _, k := range keys {
 		if err := bootstrap.CheckSizes(k, nil); err != nil {
@@ -162,8 +142,12 @@ func (s *Store) GetMany(ctx context.Context, keys []string) ([][]byte, error) {
 		}
 	}
 	common := s.prefix + commonPrefix(keys)
+	var wide []clientv3.OpOption // one key is read and watched alone
+	if len(keys) > 1 {
+		wide = append(wide, clientv3.WithPrefix())
+	}
 	read := func() error {
-		r, err := s.cli.Get(ctx, common, clientv3.WithPrefix())
+		r, err := s.cli.Get(ctx, common, wide...)
 		if err != nil {
 			return s.missing(ctx, keys, index, err)
 		}
@@ -177,7 +161,7 @@ func (s *Store) GetMany(ctx context.Context, keys []string) ([][]byte, error) {
 	}
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	for wr := range s.cli.Watch(wctx, common, clientv3.WithPrefix(), clientv3.WithCreatedNotify()) {
+	for wr := range s.cli.Watch(wctx, common, append(wide, clientv3.WithCreatedNotify())...) {
 		if err := wr.Err(); err != nil {
 			return nil, s.missing(ctx, keys, index, err)
 		}
@@ -220,18 +204,6 @@ func commonPrefix(keys []string) string {
 		}
 	}
 	return p
-}
-
-// read returns key's value and true when it has one.
-func (s *Store) read(ctx context.Context, key string) ([]byte, bool, error) {
-	r, err := s.cli.Get(ctx, s.prefix+key)
-	switch {
-	case err != nil:
-		return nil, false, s.getErr(ctx, key, err)
-	case len(r.Kvs) > 0:
-		return r.Kvs[0].Value, true, nil
-	}
-	return nil, false, nil
 }
 
 // getErr is the error of a Get: ctx's own when it ended, so that callers
