@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -240,6 +241,7 @@ func (t *Transport) connect(ctx context.Context, store bootstrap.Store, peers []
 			}
 			return nil, fmt.Errorf("tcp: rank %d connect: the listener closed as the mesh was completed", cfg.Rank)
 		}
+		pollAll := onHost(self, addrs) <= runtime.NumCPU()
 		for r := range cfg.Size {
 			if r != cfg.Rank {
 				pr := &peer{t: t, rank: r, addr: string(addrs[r]), streams: make([]*stream, cfg.Streams)}
@@ -247,6 +249,7 @@ func (t *Transport) connect(ctx context.Context, store bootstrap.Store, peers []
 					pr.streams[s] = newStream(c)
 					pr.streams[s].budget = spin.Fixed(t.cfg.SpinWait)
 					pr.streams[s].known = &pr.notice
+					pr.streams[s].pollAll = pollAll
 				}
 				peers[r] = pr
 			}
@@ -578,4 +581,17 @@ func (t *Transport) handshakeIn(ctx context.Context, tc *net.TCPConn, m *mesh) {
 // String describes t for logs.
 func (t *Transport) String() string {
 	return "tcp rank " + strconv.Itoa(t.cfg.Rank) + "/" + strconv.Itoa(t.cfg.Size) + " at " + t.Addr()
+}
+
+// onHost counts the ranks whose address has the host of self (this rank's
+// address): the ranks that share this host's cores.
+func onHost(self string, addrs [][]byte) int {
+	host, _, _ := net.SplitHostPort(self)
+	n := 0
+	for _, a := range addrs {
+		if h, _, err := net.SplitHostPort(string(a)); err == nil && h == host {
+			n++
+		}
+	}
+	return max(n, 1)
 }
