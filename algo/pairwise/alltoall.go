@@ -17,8 +17,12 @@ import (
 // half the buffer.
 //
 // The blocks go out on a sender goroutine while this one receives, unless
-// the transport buffers a whole block (transport.Buffered), in which case
-// each step sends and then receives on one goroutine.
+// the transport buffers a whole block (transport.Buffered). Then this
+// goroutine sends every block and only then receives: each block goes to
+// another peer, so no send waits for a receive, no rank waits for another
+// to reach its step (4 ranks on 2 cores over TCP, 1 MiB: 677 against
+// 833 us sending and receiving step by step, medians of 5 alternating
+// runs), and in place every block has left before any arrives.
 func AllToAll(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte) error {
 	n, r := t.Size(), t.Rank()
 	if len(send) != len(recv) || len(send)%n != 0 {
@@ -37,15 +41,25 @@ func AllToAll(ctx context.Context, t transport.Transport, h transport.Header, se
 	}
 	b, ok := t.(transport.Buffered)
 	eager := ok && bs <= b.SendBuffer()
-	if inPlace {
-		// Block r-s arrives at step s and leaves at step n-s. Those that
-		// arrive first (s < n-s), and with a sender goroutine the one that
-		// arrives as it leaves (s = n-s), are copied before the first
-		// step and leave from the copy.
-		a.stashed = (n - 1) / 2
-		if !eager {
-			a.stashed = n / 2
+	if eager {
+		for s := 1; s < n; s++ {
+			if err := a.sendStep(ctx, s); err != nil {
+				return err
+			}
 		}
+		for s := 1; s < n; s++ {
+			if err := a.recvStep(ctx, s); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if inPlace {
+		// Block r-s arrives at step s and leaves, from the sender
+		// goroutine, at step n-s. Those that arrive first (s < n-s), and
+		// the one that arrives as it leaves (s = n-s), are copied before
+		// the first step and leave from the copy.
+		a.stashed = n / 2
 		if a.stashed > 0 {
 			st := bufpool.Get(a.stashed * bs)
 			defer bufpool.Put(st)
@@ -54,17 +68,6 @@ func AllToAll(ctx context.Context, t transport.Transport, h transport.Header, se
 				copy(a.block(a.stash, s-1), a.block(recv, (r-s+n)%n))
 			}
 		}
-	}
-	if eager {
-		for s := 1; s < n; s++ {
-			if err := a.sendStep(ctx, s); err != nil {
-				return err
-			}
-			if err := a.recvStep(ctx, s); err != nil {
-				return err
-			}
-		}
-		return nil
 	}
 	a.sent.Init()
 	crew := pipeline.StartCrew(ctx)
