@@ -233,7 +233,8 @@ func (c *Comm) reduce(ctx context.Context, dt DType, op Op, send, recv []byte, r
 // every rank: recv holds Size() blocks, block k from rank k. send may be
 // recv's own block (in place). Up to DefaultTreeBytes of recv it runs
 // Bruck's all-gather on the dissemination pattern (algo/dissemination:
-// ceil(log2 n) rounds), above that a pipelined ring (n-1 steps).
+// ceil(log2 n) rounds), above that a pairwise exchange (algo/pairwise: n-1
+// steps, each rank's block sent straight to every other rank).
 func (c *Comm) AllGather(ctx context.Context, dt DType, send, recv []byte) error {
 	run, err := c.allGatherOp(dt, send, recv)
 	return c.call(ctx, &nameAllGather, run, err)
@@ -259,12 +260,12 @@ func (c *Comm) allGatherOp(dt DType, send, recv []byte) (operation, error) {
 
 func (c *Comm) allGather(ctx context.Context, dt DType, send, recv []byte) error {
 	h := header(transport.CollAllGather, dt, 0, len(recv)/dt.Size(), -1, algoDissemination)
-	return c.runBySize(ctx, len(recv), h, "allgather (dissemination)", "allgather", algoRing,
+	return c.runBySize(ctx, len(recv), h, "allgather (dissemination)", "allgather (pairwise)", algoPairwise,
 		func(ctx context.Context, t transport.Transport, h transport.Header) error {
 			return dissemination.AllGather(ctx, t, h, send, recv)
 		},
 		func(ctx context.Context, t transport.Transport, h transport.Header) error {
-			return ring.AllGather(ctx, t, h, send, recv, c.evenCounts(len(send)/dt.Size()))
+			return pairwise.AllGather(ctx, t, h, send, recv)
 		})
 }
 

@@ -42,17 +42,7 @@ func AllToAll(ctx context.Context, t transport.Transport, h transport.Header, se
 	b, ok := t.(transport.Buffered)
 	eager := ok && bs <= b.SendBuffer()
 	if eager {
-		for s := 1; s < n; s++ {
-			if err := a.sendStep(ctx, s); err != nil {
-				return err
-			}
-		}
-		for s := 1; s < n; s++ {
-			if err := a.recvStep(ctx, s); err != nil {
-				return err
-			}
-		}
-		return nil
+		return a.sendThenRecv(ctx)
 	}
 	if inPlace {
 		// Block r-s arrives at step s and leaves, from the sender
@@ -87,9 +77,63 @@ func AllToAll(ctx context.Context, t transport.Transport, h transport.Header, se
 	return err
 }
 
+// AllGather gathers every rank's send into recv on all ranks of t, the
+// blocks in rank order: recv holds n blocks of send's length. send may be
+// recv's block r (in place); otherwise it must not overlap recv. In step s
+// rank r sends its own block to rank r+s and receives rank r-s's, as
+// AllToAll does, so no block waits for another to arrive before it can
+// leave (a ring forwards each block n-1 times, one step after another).
+// Over a transport that buffers a block, every block goes out before the
+// first receive.
+func AllGather(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte) error {
+	n, r := t.Size(), t.Rank()
+	bs := len(send)
+	if len(recv) != n*bs {
+		return fmt.Errorf("pairwise: all-gather: rank %d: recv is %d bytes; it must hold %d blocks of send's %d bytes", r, len(recv), n, bs)
+	}
+	a := senders.Get().(*exchange)
+	defer a.release()
+	a.t, a.h, a.n, a.r, a.bs, a.send, a.recv, a.own = t, h, n, r, bs, send, recv, send
+	if mine := a.block(recv, r); !pipeline.SameBuffer(send, mine) {
+		copy(mine, send)
+	}
+	if n == 1 {
+		return nil
+	}
+	b, ok := t.(transport.Buffered)
+	if ok && bs <= b.SendBuffer() {
+		return a.sendThenRecv(ctx)
+	}
+	a.sent.Init()
+	crew := pipeline.StartCrew(ctx)
+	crew.Go(a) // every step's send
+	var err error
+	for s := 1; s < n && err == nil; s++ {
+		err = a.recvStep(crew.Context(), s)
+	}
+	err = crew.Wait(err)
+	crew.Release()
+	return err
+}
+
+// sendThenRecv sends every step's block, then receives every step's.
+func (a *exchange) sendThenRecv(ctx context.Context) error {
+	for s := 1; s < a.n; s++ {
+		if err := a.sendStep(ctx, s); err != nil {
+			return err
+		}
+	}
+	for s := 1; s < a.n; s++ {
+		if err := a.recvStep(ctx, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // release gives a back, with nothing of the caller's left in it.
 func (a *exchange) release() {
-	a.t, a.send, a.recv, a.stash, a.stashed = nil, nil, nil, nil, 0
+	a.t, a.send, a.recv, a.own, a.stash, a.stashed = nil, nil, nil, nil, nil, 0
 	senders.Put(a)
 }
 
@@ -100,6 +144,7 @@ type exchange struct {
 	h          transport.Header
 	n, r, bs   int
 	send, recv []byte
+	own        []byte // all-gather: the block every step sends
 	// In place, the blocks that arrive at steps 1 to stashed, copied
 	// before the first step, in that order.
 	stash   []byte
@@ -120,21 +165,31 @@ func (a *exchange) header(s int) transport.Header {
 // sendStep sends block r+s to rank r+s.
 func (a *exchange) sendStep(ctx context.Context, s int) error {
 	to := (a.r + s) % a.n
-	out := a.block(a.send, to)
+	out := a.own
+	if out == nil {
+		out = a.block(a.send, to)
+	}
 	if in := a.n - s; a.stash != nil && in <= a.stashed {
 		out = a.block(a.stash, in-1) // it arrived at step n-s
 	}
 	if err := a.t.Send(ctx, to, a.header(s), out); err != nil {
-		return fmt.Errorf("pairwise all-to-all step %d/%d: %w", s, a.n-1, err)
+		return fmt.Errorf("pairwise %s step %d/%d: %w", a.what(), s, a.n-1, err)
 	}
 	return nil
+}
+
+func (a *exchange) what() string {
+	if a.own != nil {
+		return "all-gather"
+	}
+	return "all-to-all"
 }
 
 // recvStep receives block r-s from rank r-s.
 func (a *exchange) recvStep(ctx context.Context, s int) error {
 	from := (a.r - s + a.n) % a.n
 	if err := a.t.Recv(ctx, from, a.header(s), a.block(a.recv, from)); err != nil {
-		return fmt.Errorf("pairwise all-to-all step %d/%d: %w", s, a.n-1, err)
+		return fmt.Errorf("pairwise %s step %d/%d: %w", a.what(), s, a.n-1, err)
 	}
 	return nil
 }
