@@ -13,6 +13,7 @@ import (
 	"github.com/collkit/collkit/algo/adaptive"
 	"github.com/collkit/collkit/algo/halvingdoubling"
 	"github.com/collkit/collkit/algo/hierarchical"
+	"github.com/collkit/collkit/algo/pairwise"
 	"github.com/collkit/collkit/algo/ring"
 	"github.com/collkit/collkit/algo/tree"
 	"github.com/collkit/collkit/transport"
@@ -75,7 +76,7 @@ var (
 
 // builtinAlgorithms are the algorithms of this package, by id: the ids
 // they had before registration existed, so that versions interoperate.
-var builtinAlgorithms = []string{"ring", "tree", "halvingdoubling", "hierarchical", "adaptive", "native"}
+var builtinAlgorithms = []string{"ring", "tree", "halvingdoubling", "hierarchical", "adaptive", "native", "pairwise"}
 
 func init() {
 	// The built-ins register as users do; their Algorithm values are here.
@@ -93,6 +94,7 @@ func init() {
 		return adaptive.Config{Table: s.Tuning, Transport: s.Transport}.AllReduce, nil
 	}))
 	RegisterAlgorithm("native", AllReduceFunc(nativeAllReduce))
+	RegisterAlgorithm("pairwise", AllReduceFunc(pairwise.AllReduce))
 }
 
 // prepareFunc is an Algorithm that is its Prepare method.

@@ -128,7 +128,7 @@ func allocCollectives(b *allocBuffers) []allocCollective {
 	f32, sum := collkit.Float32, collkit.Sum
 	bs, whole := b.block(), b.block()*b.n
 	var list []allocCollective
-	for _, algo := range []string{"ring", "tree", "halvingdoubling", "hierarchical", "adaptive", "native"} {
+	for _, algo := range []string{"ring", "tree", "halvingdoubling", "hierarchical", "adaptive", "native", "pairwise"} {
 		list = append(list, allocCollective{"allreduce " + algo, algo, func(c *collkit.Comm) error {
 			r := c.Rank()
 			return c.AllReduce(ctx, f32, sum, b.send[r], b.recv[r])

@@ -11,7 +11,7 @@
 #                            tcp and btl vader for shm
 #   MIN=8 MAX=16M            all-reduce sweep (sizes double)
 #   SIZES="8 64 512 4K 16K 64K 256K 1M 4M 16M"   rows printed
-#   ALGOS="ring,tree,halvingdoubling,adaptive"   over tcp; shm adds native
+#   ALGOS="ring,tree,halvingdoubling,pairwise,adaptive"   over tcp; shm adds native
 #   COLLS="broadcast allgather reducescatter alltoall"  at COLL_NP ranks,
 #   COLL_NP=4 COLL_SIZES="16 1M"                        over tcp
 #   OUT_DIR=/tmp/collkit-compare   raw outputs and the table (table.md)
@@ -26,7 +26,7 @@ TRANSPORTS=${TRANSPORTS:-tcp shm}
 MIN=${MIN:-8}
 MAX=${MAX:-16M}
 SIZES=${SIZES:-8 64 512 4K 16K 64K 256K 1M 4M 16M}
-ALGOS=${ALGOS:-ring,tree,halvingdoubling,adaptive}
+ALGOS=${ALGOS:-ring,tree,halvingdoubling,pairwise,adaptive}
 COLLS=${COLLS-broadcast allgather reducescatter alltoall}
 COLL_NP=${COLL_NP:-4}
 COLL_SIZES=${COLL_SIZES:-16 1M}
