@@ -556,10 +556,12 @@ func (s *stream) readPolled(p []byte) int {
 	done := 0
 	last := time.Now()
 	for done < len(p) {
-		s.rdst = p[done:]
-		s.raw.Read(s.readFn)
+		s.rdst, s.rn, s.rerr = p[done:], -1, 0
+		err := s.raw.Read(s.readFn)
 		s.rdst = nil
 		switch {
+		case err != nil:
+			return done // closed: the parking read reports it
 		case s.rn > 0:
 			done += s.rn
 			last = time.Now()
