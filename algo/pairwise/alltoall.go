@@ -39,17 +39,16 @@ func AllToAll(ctx context.Context, t transport.Transport, h transport.Header, se
 	if n == 1 {
 		return nil
 	}
-	b, ok := t.(transport.Buffered)
-	eager := ok && bs <= b.SendBuffer()
-	if eager {
-		return a.sendThenRecv(ctx)
+	if a.eager() {
+		return a.run(ctx)
 	}
 	if inPlace {
 		// Block r-s arrives at step s and leaves, from the sender
 		// goroutine, at step n-s. Those that arrive first (s < n-s), and
 		// the one that arrives as it leaves (s = n-s), are copied before
-		// the first step and leave from the copy.
-		a.stashed = n / 2
+		// the first step and leave from the copy; the others wait until
+		// they left.
+		a.stashed, a.inPlace = n/2, true
 		if a.stashed > 0 {
 			st := bufpool.Get(a.stashed * bs)
 			defer bufpool.Put(st)
@@ -59,22 +58,7 @@ func AllToAll(ctx context.Context, t transport.Transport, h transport.Header, se
 			}
 		}
 	}
-	a.sent.Init()
-	crew := pipeline.StartCrew(ctx)
-	crew.Go(a) // every step's send
-	var err error
-	for s := 1; s < n && err == nil; s++ {
-		if inPlace && s > a.stashed {
-			// Block r-s left at step n-s, from recv: wait until it is out.
-			if err = a.sent.Wait(crew.Context(), int64(n-s)); err != nil {
-				break
-			}
-		}
-		err = a.recvStep(crew.Context(), s)
-	}
-	err = crew.Wait(err)
-	crew.Release()
-	return err
+	return a.run(ctx)
 }
 
 // AllGather gathers every rank's send into recv on all ranks of t, the
@@ -100,15 +84,44 @@ func AllGather(ctx context.Context, t transport.Transport, h transport.Header, s
 	if n == 1 {
 		return nil
 	}
-	b, ok := t.(transport.Buffered)
-	if ok && bs <= b.SendBuffer() {
-		return a.sendThenRecv(ctx)
+	return a.run(ctx)
+}
+
+// eager reports whether the transport buffers a block (transport.Buffered),
+// so that a send completes whatever the peer does.
+func (a *exchange) eager() bool {
+	b, ok := a.t.(transport.Buffered)
+	return ok && a.bs <= b.SendBuffer()
+}
+
+// run sends and receives every step's block: over a transport that buffers
+// a block, every send and then every receive on this goroutine; otherwise
+// the sends on a goroutine of their own while this one receives.
+func (a *exchange) run(ctx context.Context) error {
+	if a.eager() {
+		for s := 1; s < a.n; s++ {
+			if err := a.sendStep(ctx, s); err != nil {
+				return err
+			}
+		}
+		for s := 1; s < a.n; s++ {
+			if err := a.recvStep(ctx, s); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	a.sent.Init()
 	crew := pipeline.StartCrew(ctx)
 	crew.Go(a) // every step's send
 	var err error
-	for s := 1; s < n && err == nil; s++ {
+	for s := 1; s < a.n && err == nil; s++ {
+		if a.inPlace && s > a.stashed {
+			// Block r-s left at step n-s, from recv: wait until it is out.
+			if err = a.sent.Wait(crew.Context(), int64(a.n-s)); err != nil {
+				break
+			}
+		}
 		err = a.recvStep(crew.Context(), s)
 	}
 	err = crew.Wait(err)
@@ -116,24 +129,9 @@ func AllGather(ctx context.Context, t transport.Transport, h transport.Header, s
 	return err
 }
 
-// sendThenRecv sends every step's block, then receives every step's.
-func (a *exchange) sendThenRecv(ctx context.Context) error {
-	for s := 1; s < a.n; s++ {
-		if err := a.sendStep(ctx, s); err != nil {
-			return err
-		}
-	}
-	for s := 1; s < a.n; s++ {
-		if err := a.recvStep(ctx, s); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // release gives a back, with nothing of the caller's left in it.
 func (a *exchange) release() {
-	a.t, a.send, a.recv, a.own, a.stash, a.stashed = nil, nil, nil, nil, nil, 0
+	a.t, a.send, a.recv, a.own, a.stash, a.stashed, a.inPlace = nil, nil, nil, nil, nil, 0, false
 	senders.Put(a)
 }
 
@@ -149,6 +147,7 @@ type exchange struct {
 	// before the first step, in that order.
 	stash   []byte
 	stashed int
+	inPlace bool              // an all-to-all in place: receives wait for the blocks they overwrite to leave
 	sent    pipeline.Progress // steps sent, with a sender goroutine
 }
 
