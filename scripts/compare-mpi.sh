@@ -14,6 +14,9 @@
 #   ALGOS="ring,tree,halvingdoubling,pairwise,adaptive"   over tcp; shm adds native
 #   COLLS="broadcast allgather reducescatter alltoall"  at COLL_NP ranks,
 #   COLL_NP=4 COLL_SIZES="16 1M"                        over tcp
+#   HEADLINE=5               alternating runs of the default command,
+#                            collbench --algo ring --size 16384 (np 4),
+#                            against Open MPI's 16 KiB all-reduce (0: none)
 #   OUT_DIR=/tmp/collkit-compare   raw outputs and the table (table.md)
 #   TABLE_ONLY=1             print the table from OUT_DIR's raw.txt of an
 #                            earlier (or interrupted) run, measuring nothing
@@ -30,6 +33,7 @@ ALGOS=${ALGOS:-ring,tree,halvingdoubling,pairwise,adaptive}
 COLLS=${COLLS-broadcast allgather reducescatter alltoall}
 COLL_NP=${COLL_NP:-4}
 COLL_SIZES=${COLL_SIZES:-16 1M}
+HEADLINE=${HEADLINE:-5}
 peers=../shared/peers
 out=${OUT_DIR:-/tmp/collkit-compare}
 mkdir -p "$out"
@@ -101,9 +105,19 @@ for rep in $(seq 1 "$reps"); do
   done
 done
 
+# The headline: the command a new user runs first, as it is.
+for rep in $(seq 1 "$HEADLINE"); do
+  [ -z "${TABLE_ONLY:-}" ] || break
+  echo "== headline $rep/$HEADLINE: collbench --algo ring --size 16384, then Open MPI" >&2
+  "$out/collbench" --algo ring --size 16384 -q |
+    awk '$1 == 16384 { print "headline collkit", $6 }' >>"$raw"
+  bash "$peers/mpi-colls.sh" allreduce 4 16384 16384 20 tcp |
+    awk '$1 == 16384 { print "headline mpi", $2 }' >>"$raw"
+done
+
 # Medians over the rounds, then per row: Open MPI, collkit's best algorithm,
 # ring and adaptive (all-reduce) and the ratios.
-sort -k1,1 -k2,2 -k3,3 -k4,4n -k5,5n -k6,6 -k7,7g "$raw" | awk '
+grep -v '^headline ' "$raw" | sort -k1,1 -k2,2 -k3,3 -k4,4n -k5,5n -k6,6 -k7,7g | awk '
   function flush() {
     if (key == "") return
     med[key] = vals[int((n + 1) / 2)]
@@ -139,4 +153,11 @@ sort -k1,1 -k2,2 -k3,3 -k4,4n -k5,5n -k6,6 -k7,7g "$raw" | awk '
   }
   { printf "| %s | %s | %s | %s | %s | %s (%s) | %s | %s | %s | %s | %s |\n", $1, $2, $3, size($4), us($5), us($6), $7, ratio($6, $5), us($8), ratio($8, $5), us($9), ratio($9, $5) }
 ' | tee "$out/table.md"
+grep '^headline ' "$raw" | sort -k2,2 -k3,3g | awk '
+  { v[$2] = v[$2] " " $3; n[$2]++; all[$2, n[$2]] = $3 }
+  END {
+    if (!n["collkit"] || !n["mpi"]) exit
+    c = all["collkit", int((n["collkit"] + 1) / 2)]; m = all["mpi", int((n["mpi"] + 1) / 2)]
+    printf "\nHeadline, `collbench --algo ring --size 16384` (np 4, every default): collkit %.1f us, Open MPI %.1f us, ratio %.2f (medians of %d alternating runs; collkit:%s; Open MPI:%s)\n", c, m, c / m, n["collkit"], v["collkit"], v["mpi"]
+  }' | tee -a "$out/table.md"
 echo "raw outputs and table.md in $out" >&2
