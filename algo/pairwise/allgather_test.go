@@ -2,12 +2,9 @@ package pairwise_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/collkit/collkit/algo/algotest"
 	"github.com/collkit/collkit/algo/pairwise"
@@ -19,56 +16,29 @@ import (
 // testAllGather checks every block of every rank's result, out of place
 // and in place (send is recv's own block).
 func testAllGather(t *testing.T, world algotest.World, sizes, counts []int, hide bool) {
-	for _, n := range sizes {
-		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
-			ts := world(t, n)
-			var seq uint64
-			for ci, count := range counts {
-				for _, inPlace := range []bool{false, true} {
-					seq++
-					dt := reduce.DTypes[(ci+n)%len(reduce.DTypes)]
-					bs := count * dt.Size()
-					h := transport.Header{Seq: seq, Count: uint64(n * count), DType: dt, Coll: transport.CollAllGather}
-					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-					errs := make([]error, n)
-					var wg sync.WaitGroup
-					for r, tr := range ts {
-						if hide {
-							tr = unbuffered{tr}
-						}
-						wg.Go(func() {
-							recv := make([]byte, n*bs)
-							for i := range recv {
-								recv[i] = 0xEE // what a lost block would leave
-							}
-							send := recv[r*bs : (r+1)*bs]
-							if !inPlace {
-								send = make([]byte, bs)
-							}
-							verify.Fill(dt, reduce.Sum, send, seq, r)
-							if err := pairwise.AllGather(ctx, tr, h, send, recv); err != nil {
-								errs[r] = err
-								cancel()
-								return
-							}
-							want := make([]byte, bs)
-							for k := range n {
-								verify.Fill(dt, reduce.Sum, want, seq, k)
-								if w := verify.Wrong(dt, recv[k*bs:(k+1)*bs], want); w > 0 {
-									errs[r] = fmt.Errorf("rank %d: block of rank %d: %d wrong", r, k, w)
-								}
-							}
-						})
-					}
-					wg.Wait()
-					cancel()
-					if err := errors.Join(errs...); err != nil {
-						t.Fatalf("count %d inPlace %v: %v", count, inPlace, err)
-					}
-				}
+	eachCase(t, world, sizes, counts, hide, transport.CollAllGather, func(ctx context.Context, tr transport.Transport, h transport.Header, r, n, count int, inPlace bool) error {
+		dt, bs := h.DType, count*h.DType.Size()
+		recv := make([]byte, n*bs)
+		for i := range recv {
+			recv[i] = 0xEE // what a lost block would leave
+		}
+		send := recv[r*bs : (r+1)*bs]
+		if !inPlace {
+			send = make([]byte, bs)
+		}
+		verify.Fill(dt, reduce.Sum, send, h.Seq, r)
+		if err := pairwise.AllGather(ctx, tr, h, send, recv); err != nil {
+			return err
+		}
+		want := make([]byte, bs)
+		for k := range n {
+			verify.Fill(dt, reduce.Sum, want, h.Seq, k)
+			if w := verify.Wrong(dt, recv[k*bs:(k+1)*bs], want); w > 0 {
+				return fmt.Errorf("rank %d: block of rank %d: %d wrong", r, k, w)
 			}
-		})
-	}
+		}
+		return nil
+	})
 }
 
 func TestAllGatherMem(t *testing.T) {

@@ -19,7 +19,14 @@ import (
 // two-goroutine path.
 type unbuffered struct{ transport.Transport }
 
-func testAllToAll(t *testing.T, world algotest.World, sizes, counts []int, hide bool) {
+// rankCase is one rank's part of one case of a table: it runs the
+// collective on tr and checks its own result.
+type rankCase func(ctx context.Context, tr transport.Transport, h transport.Header, r, n, count int, inPlace bool) error
+
+// eachCase runs fn on every rank for every world size, count (elements per
+// block, of a dtype that changes from case to case) and placement, failing
+// with every rank's error.
+func eachCase(t *testing.T, world algotest.World, sizes, counts []int, hide bool, coll transport.Coll, fn rankCase) {
 	for _, n := range sizes {
 		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
 			ts := world(t, n)
@@ -28,8 +35,7 @@ func testAllToAll(t *testing.T, world algotest.World, sizes, counts []int, hide 
 				for _, inPlace := range []bool{false, true} {
 					seq++
 					dt := reduce.DTypes[(ci+n)%len(reduce.DTypes)]
-					es := dt.Size()
-					h := transport.Header{Seq: seq, Count: uint64(n * count), DType: dt}
+					h := transport.Header{Seq: seq, Count: uint64(n * count), DType: dt, Coll: coll}
 					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 					errs := make([]error, n)
 					var wg sync.WaitGroup
@@ -38,23 +44,8 @@ func testAllToAll(t *testing.T, world algotest.World, sizes, counts []int, hide 
 							tr = unbuffered{tr}
 						}
 						wg.Go(func() {
-							send := make([]byte, n*count*es)
-							verify.Fill(dt, reduce.Sum, send, seq, r)
-							recv := send
-							if !inPlace {
-								recv = make([]byte, len(send))
-							}
-							if err := pairwise.AllToAll(ctx, tr, h, send, recv); err != nil {
-								errs[r] = err
+							if errs[r] = fn(ctx, tr, h, r, n, count, inPlace); errs[r] != nil {
 								cancel()
-								return
-							}
-							for k := range n {
-								want := make([]byte, n*count*es)
-								verify.Fill(dt, reduce.Sum, want, seq, k)
-								if w := verify.Wrong(dt, recv[k*count*es:(k+1)*count*es], want[r*count*es:(r+1)*count*es]); w > 0 {
-									errs[r] = fmt.Errorf("rank %d: block from %d: %d wrong", r, k, w)
-								}
 							}
 						})
 					}
@@ -67,6 +58,29 @@ func testAllToAll(t *testing.T, world algotest.World, sizes, counts []int, hide 
 			}
 		})
 	}
+}
+
+func testAllToAll(t *testing.T, world algotest.World, sizes, counts []int, hide bool) {
+	eachCase(t, world, sizes, counts, hide, transport.CollAllToAll, func(ctx context.Context, tr transport.Transport, h transport.Header, r, n, count int, inPlace bool) error {
+		dt, es := h.DType, h.DType.Size()
+		send := make([]byte, n*count*es)
+		verify.Fill(dt, reduce.Sum, send, h.Seq, r)
+		recv := send
+		if !inPlace {
+			recv = make([]byte, len(send))
+		}
+		if err := pairwise.AllToAll(ctx, tr, h, send, recv); err != nil {
+			return err
+		}
+		for k := range n {
+			want := make([]byte, n*count*es)
+			verify.Fill(dt, reduce.Sum, want, h.Seq, k)
+			if w := verify.Wrong(dt, recv[k*count*es:(k+1)*count*es], want[r*count*es:(r+1)*count*es]); w > 0 {
+				return fmt.Errorf("rank %d: block from %d: %d wrong", r, k, w)
+			}
+		}
+		return nil
+	})
 }
 
 func TestAllToAllMem(t *testing.T) {
