@@ -1,6 +1,7 @@
 package collkit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -164,8 +165,9 @@ func TestShrinkAfterDeath(t *testing.T) {
 type trialSpec struct {
 	n                int
 	transport, algo  string
-	victim, at       int // the process killed, at which step
-	second           int // a process killed during the shrink, or -1
+	intra            string // Options.IntraNode; empty means "group"
+	victim, at       int    // the process killed, at which step
+	second           int    // a process killed during the shrink, or -1
 	secondAfter      time.Duration
 	elems, steps     int
 	seed             uint64
@@ -176,7 +178,7 @@ type trialSpec struct {
 func elasticTrial(t *testing.T, s trialSpec) error {
 	s.elems = max(s.elems, 1)
 	s.steps = max(s.steps, s.at+4)
-	opts := Options{Transport: s.transport, Algorithm: s.algo, IntraNode: "group", SimulatedNodes: 2,
+	opts := Options{Transport: s.transport, Algorithm: s.algo, IntraNode: cmp.Or(s.intra, "group"), SimulatedNodes: 2,
 		Timeout: max(s.tmo, 5*time.Second), ElasticWait: max(s.elasticWait, time.Second)}
 	if s.algo != "hierarchical" {
 		opts.SimulatedNodes = 0

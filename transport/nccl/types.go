@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/collkit/collkit/reduce"
+	"github.com/collkit/collkit/transport"
 )
 
 // uniqueIDBytes is NCCL_UNIQUE_ID_BYTES.
@@ -191,3 +192,7 @@ func (e *CallError) Error() string {
 func (e *CallError) Remote() bool {
 	return len(e.Call) > 4 && e.Call[:4] == "nccl" && e.Code == ncclRemoteError
 }
+
+// Is makes errors.Is(err, transport.ErrPeerGone) true for a remote error:
+// NCCL reports a peer whose process exited, or whose network failed, so.
+func (e *CallError) Is(target error) bool { return target == transport.ErrPeerGone && e.Remote() }
