@@ -1,11 +1,18 @@
 package collkit
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"os"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/ebitengine/purego"
+	"go.uber.org/goleak"
 
+	"github.com/collkit/collkit/bootstrap"
 	"github.com/collkit/collkit/transport/nccl"
 )
 
@@ -95,13 +102,17 @@ func (d fakeCounts) ended(t *testing.T) {
 	}
 }
 
-// elasticNCCL runs the cases in the child process, on the fake at so.
+// elasticNCCL runs the cases in the child process, on the fake at so,
+// which has ncclCommShrink and ncclCommGrow when full.
 func elasticNCCL(t *testing.T, full bool, so string) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	fc := openFakeCounter(t, so)
 	fc.setDevices(8) // the hybrid's simulated nodes put their ranks on GPUs 0, 1, ...
-	// Over --transport nccl: rank 2 dies in the fourth all-reduce; the
-	// others shrink and go on with exact results. The old communicators are
-	// aborted and new ones made through the store.
+	// Over --transport nccl, rank 2 of 4 dies in the fourth all-reduce; the
+	// others shrink and go on with exact results. With ncclCommShrink their
+	// communicators, kept after the failed all-reduce, shrink with
+	// NCCL_SHRINK_ABORT excluding rank 2; without it they are aborted and
+	// made anew through the store.
 	t.Run("shrink/nccl", func(t *testing.T) {
 		before := fc.now()
 		s := trialSpec{n: 4, transport: "nccl", algo: "ring", victim: 2, at: 3, second: -1, elems: 1001}
@@ -110,13 +121,152 @@ func elasticNCCL(t *testing.T, full bool, so string) {
 		}
 		d := fc.now().minus(before)
 		t.Logf("counts: %+v", d)
-		if d.shrinks != 0 || d.inits != 4+3 {
+		if full {
+			var last [66]int32
+			fc.lastShrink(&last)
+			if d.shrinks != 3 || d.inits != 4 || last[0] != 1 || last[1] != 1 || last[2] != 2 {
+				t.Errorf("%d ncclCommShrink (flags %d, excluded %v) and %d ncclCommInitRank; want 3 with NCCL_SHRINK_ABORT excluding [2], and 4",
+					d.shrinks, last[0], last[2:2+last[1]], d.inits)
+			}
+		} else if d.shrinks != 0 || d.inits != 4+3 {
 			t.Errorf("%d ncclCommShrink and %d ncclCommInitRank, want 0 and 7 (3 survivors made anew)", d.shrinks, d.inits)
 		}
 		d.ended(t)
 	})
+	// A second rank dies during the shrink, before, in or after
+	// ncclCommShrink: the survivors never hang (a shrink waiting for it is
+	// ended by aborting the old communicator within ElasticWait), and the
+	// next round makes the communicator anew if this one failed.
+	for _, after := range []time.Duration{0, 300 * time.Microsecond, 2 * time.Millisecond} {
+		t.Run(fmt.Sprintf("shrink/nccl-second-dies-after-%v", after), func(t *testing.T) {
+			before := fc.now()
+			s := trialSpec{n: 5, transport: "nccl", algo: "ring", victim: 1, at: 2, second: 3, secondAfter: after, elems: 257}
+			if err := elasticTrial(t, s); err != nil {
+				t.Fatal(err)
+			}
+			d := fc.now().minus(before)
+			t.Logf("counts: %+v", d)
+			d.ended(t)
+		})
+	}
+	// A revoke and a rank too slow to come: the others shrink without it.
+	// Nothing failed in NCCL, so the flag is NCCL_SHRINK_DEFAULT.
+	t.Run("shrink/late", func(t *testing.T) {
+		before := fc.now()
+		opts := Options{Transport: "nccl", ElasticWait: 300 * time.Millisecond}
+		_, cs := elasticJob(t, 4, opts)
+		cs[1].Revoke("a bad batch")
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		next := make([]*Comm, 3)
+		errs := onEvery(cs[:3], func(r int, c *Comm) (err error) {
+			next[r], err = c.Shrink(ctx)
+			return err
+		})
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		_, lateErr := cs[3].Shrink(ctx)
+		if !errors.Is(lateErr, ErrExcluded) {
+			t.Errorf("the late rank: %v, want ErrExcluded", lateErr)
+		}
+		runSteps(t, next, []int{0, 1, 2}, 3)
+		for _, c := range append(next, cs[3]) {
+			c.Close()
+		}
+		d := fc.now().minus(before)
+		t.Logf("counts: %+v", d)
+		if full {
+			var last [66]int32
+			fc.lastShrink(&last)
+			if d.shrinks != 3 || d.inits != 4 || last[0] != 0 || last[1] != 1 || last[2] != 3 {
+				t.Errorf("%d ncclCommShrink (flags %d, excluded %v) and %d ncclCommInitRank; want 3 with NCCL_SHRINK_DEFAULT excluding [3], and 4",
+					d.shrinks, last[0], last[2:2+last[1]], d.inits)
+			}
+		} else if d.shrinks != 0 || d.inits != 4+3 {
+			t.Errorf("%d ncclCommShrink and %d ncclCommInitRank, want 0 and 7", d.shrinks, d.inits)
+		}
+		d.ended(t)
+	})
+	// A revoke with every rank alive: the same members again, which
+	// ncclCommShrink cannot express (it excludes at least one rank), so
+	// the communicators are made anew on either build.
+	t.Run("shrink/same", func(t *testing.T) {
+		before := fc.now()
+		_, cs := elasticJob(t, 3, Options{Transport: "nccl", ElasticWait: 5 * time.Second})
+		cs[0].Revoke("start over")
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		next := make([]*Comm, 3)
+		if err := errors.Join(onEvery(cs, func(r int, c *Comm) (err error) {
+			next[r], err = c.Shrink(ctx)
+			return err
+		})...); err != nil {
+			t.Fatal(err)
+		}
+		runSteps(t, next, []int{0, 1, 2}, 2)
+		for _, c := range next {
+			c.Close()
+		}
+		d := fc.now().minus(before)
+		if d.shrinks != 0 || d.inits != 3+3 {
+			t.Errorf("%d ncclCommShrink and %d ncclCommInitRank, want 0 and 6", d.shrinks, d.inits)
+		}
+		d.ended(t)
+	})
+	// A process joins three: with ncclCommGrow the three grow their
+	// communicator and the joiner joins it with rank 0's grow id as rank 3;
+	// without it all four make one anew.
+	t.Run("grow/nccl", func(t *testing.T) {
+		before := fc.now()
+		opts := Options{Transport: "nccl", ElasticWait: 5 * time.Second}
+		store, cs := elasticJob(t, 3, opts)
+		runSteps(t, cs, []int{0, 1, 2}, 1)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var joined *Comm
+		var joinErr error
+		var jw sync.WaitGroup
+		jw.Go(func() { joined, joinErr = JoinStore(ctx, bootstrap.Env{JobID: "elastic"}, store, opts) })
+		next := make([]*Comm, 3)
+		errs := onEvery(cs, func(r int, c *Comm) error {
+			for {
+				n, err := c.JoinersWaiting(ctx)
+				if err != nil || n > 0 {
+					if err == nil {
+						next[r], err = c.Grow(ctx)
+					}
+					return err
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
+		jw.Wait()
+		if err := errors.Join(append(errs, joinErr)...); err != nil {
+			t.Fatal(err)
+		}
+		all := append(next, joined)
+		for i, c := range all {
+			if c.Size() != 4 || c.Rank() != i || c.Generation() != 1 {
+				t.Fatalf("communicator %d: rank %d of %d, generation %d; want rank %d of 4, generation 1", i, c.Rank(), c.Size(), c.Generation(), i)
+			}
+		}
+		runSteps(t, all, []int{0, 1, 2, joined.ID()}, 3)
+		for _, c := range all {
+			c.Close()
+		}
+		d := fc.now().minus(before)
+		t.Logf("counts: %+v", d)
+		if full && (d.grows != 4 || d.growIDs != 1 || d.inits != 3) {
+			t.Errorf("%d ncclCommGrow, %d ncclCommGetUniqueId, %d ncclCommInitRank; want 4, 1 and 3", d.grows, d.growIDs, d.inits)
+		}
+		if !full && (d.grows != 0 || d.inits != 3+4) {
+			t.Errorf("%d ncclCommGrow and %d ncclCommInitRank, want 0 and 7", d.grows, d.inits)
+		}
+		d.ended(t)
+	})
 	// The hybrid (TCP between simulated nodes, NCCL inside them): the
-	// node communicators are made anew over the new layout.
+	// node communicators are made anew over the new layout on either build.
 	t.Run("shrink/hybrid", func(t *testing.T) {
 		before := fc.now()
 		s := trialSpec{n: 4, transport: "tcp", algo: "hierarchical", intra: "nccl", victim: 1, at: 2, second: -1, elems: 1001}
