@@ -69,7 +69,9 @@ import (
 // hybrid's node communicators (IntraNode "nccl"). Over --transport nccl the
 // first try of a generation makes the NCCL communicator from the previous
 // one when every member can: ncclCommShrink after Shrink (NCCL 2.27 and
-// newer; NCCL_SHRINK_ABORT when a member's communicator had a failed call),
+// newer; NCCL_SHRINK_ABORT when a member's communicator had a failed call,
+// but none with an asynchronous error such as a reported death, which
+// NCCL refuses to shrink),
 // ncclCommGrow after Grow (NCCL 2.29 and newer; joiners join with the new
 // rank 0's grow id). Otherwise each member aborts its failed NCCL
 // communicator and makes a new one (ncclCommInitRank) through the store.
@@ -314,9 +316,11 @@ func establish(ctx context.Context, el elastic, self int, from *Comm) (*Comm, er
 		if serr != nil {
 			return nil, serr
 		}
-		if ctx.Err() != nil || len(missing) == 0 {
+		if ctx.Err() != nil || len(missing) == 0 && !(first && el.opts.Transport == "nccl") {
 			// Every member said, so none died: the failure is not one a
-			// next round mends (Options the new size refuses, say).
+			// next round mends (Options the new size refuses, say), unless
+			// it was NCCL's shrink or grow, which the next round does not
+			// try (comm_elastic_nccl.go).
 			return nil, fmt.Errorf("connecting generation %d (%d ranks): %w", el.gen, len(el.ids), cmp.Or(err, errors.Join(ctx.Err(),
 				errors.New("another member failed to connect"))))
 		}

@@ -21,7 +21,13 @@ import (
 //     are some of the previous ones: each survivor excludes the ranks that
 //     are gone, with NCCL_SHRINK_ABORT when any survivor's communicator had
 //     a failed or unfinished call (nccl.Config.KeepForShrink keeps it
-//     rather than abort it, until then);
+//     rather than abort it, until then). NCCL refuses to shrink a
+//     communicator with an asynchronous error, whatever the flag
+//     (ncclCommEnsureReady), so this path serves the failures NCCL does not
+//     report: a revoke, a rank left out as too slow, a collective that hung
+//     until Options.Timeout (a death over NVLink). A death NCCL reports
+//     (ncclRemoteError, over a network) leaves the error, and the
+//     communicator is made anew;
 //   - after Grow, ncclCommGrow (NCCL 2.29 and newer) when the members are
 //     all the previous ones, in their order, then the joiners, and no
 //     previous communicator failed: the previous rank 0, the new rank 0
@@ -32,7 +38,8 @@ import (
 //     the communicator anew.
 //
 // Otherwise (an NCCL without those calls, a previous communicator that was
-// aborted, the same members again, which ncclCommShrink cannot express)
+// aborted or has an asynchronous error, the same members again, which
+// ncclCommShrink cannot express)
 // each member closes its previous NCCL communicator if it failed (an
 // abort, as before Shrink existed) and makes the new one through the
 // store with ncclCommInitRank, as every other transport does. The choice

@@ -62,7 +62,7 @@ type fakeCounts struct {
 type fakeCounter struct {
 	inits, shrinks, grows, growIDs, aborts, destroys, live, endedTwice func() int32
 	lastShrink                                                         func(*[66]int32)
-	setDevices                                                         func(int32)
+	setDevices, peerErrors, setMode                                    func(int32)
 }
 
 func openFakeCounter(t *testing.T, so string) *fakeCounter {
@@ -80,6 +80,8 @@ func openFakeCounter(t *testing.T, so string) *fakeCounter {
 	}
 	purego.RegisterLibFunc(&f.lastShrink, h, "fake_last_shrink")
 	purego.RegisterLibFunc(&f.setDevices, h, "fake_set_devices")
+	purego.RegisterLibFunc(&f.peerErrors, h, "fake_set_peer_errors")
+	purego.RegisterLibFunc(&f.setMode, h, "fake_set_mode")
 	return f
 }
 
@@ -108,16 +110,56 @@ func elasticNCCL(t *testing.T, full bool, so string) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	fc := openFakeCounter(t, so)
 	fc.setDevices(8) // the hybrid's simulated nodes put their ranks on GPUs 0, 1, ...
-	// Over --transport nccl, rank 2 of 4 dies in the fourth all-reduce; the
-	// others shrink and go on with exact results. With ncclCommShrink their
-	// communicators, kept after the failed all-reduce, shrink with
-	// NCCL_SHRINK_ABORT excluding rank 2; without it they are aborted and
-	// made anew through the store.
+	// Over --transport nccl, rank 2 of 4 dies in the fourth all-reduce and
+	// NCCL reports it (ncclRemoteError, as over a network); the others
+	// shrink and go on with exact results. NCCL refuses to shrink a
+	// communicator with an asynchronous error, so on either build the old
+	// communicators are aborted and new ones made through the store.
 	t.Run("shrink/nccl", func(t *testing.T) {
 		before := fc.now()
 		s := trialSpec{n: 4, transport: "nccl", algo: "ring", victim: 2, at: 3, second: -1, elems: 1001}
 		if err := elasticTrial(t, s); err != nil {
 			t.Fatal(err)
+		}
+		d := fc.now().minus(before)
+		t.Logf("counts: %+v", d)
+		if d.shrinks != 0 || d.inits != 4+3 {
+			t.Errorf("%d ncclCommShrink and %d ncclCommInitRank, want 0 and 7 (3 survivors made anew)", d.shrinks, d.inits)
+		}
+		d.ended(t)
+	})
+	// The same death unreported (the survivors' all-reduce hangs, as over
+	// NVLink, until Options.Timeout): with ncclCommShrink their
+	// communicators, kept after the failed all-reduce with work left
+	// unfinished, shrink with NCCL_SHRINK_ABORT excluding rank 2; without
+	// it they are aborted and made anew.
+	t.Run("shrink/nccl-hang", func(t *testing.T) {
+		fc.peerErrors(0)
+		defer fc.peerErrors(1)
+		before := fc.now()
+		_, cs := elasticJob(t, 4, Options{Transport: "nccl", Timeout: 300 * time.Millisecond, ElasticWait: 2 * time.Second})
+		runSteps(t, cs, []int{0, 1, 2, 3}, 2)
+		kill(cs[2])
+		survivors := []*Comm{cs[0], cs[1], cs[3]}
+		for r, err := range onEvery(survivors, func(_ int, c *Comm) error {
+			return checkStep(context.Background(), c, c.ID(), 2, 64) // no deadline: Options.Timeout ends it
+		}) {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("survivor %d beside a dead rank that NCCL does not report: %v, want the timeout", r, err)
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		next := make([]*Comm, 3)
+		if err := errors.Join(onEvery(survivors, func(i int, c *Comm) (err error) {
+			next[i], err = c.Shrink(ctx)
+			return err
+		})...); err != nil {
+			t.Fatal(err)
+		}
+		runSteps(t, next, []int{0, 1, 3}, 3)
+		for _, c := range append(next, cs[2]) {
+			c.Close()
 		}
 		d := fc.now().minus(before)
 		t.Logf("counts: %+v", d)
@@ -133,14 +175,59 @@ func elasticNCCL(t *testing.T, full bool, so string) {
 		}
 		d.ended(t)
 	})
+	// Every survivor's ncclCommShrink fails at once (the fake's mode 5): no
+	// member died, but the next round makes the communicator anew rather
+	// than give up, since it does not try NCCL's shrink.
+	t.Run("shrink/nccl-refused", func(t *testing.T) {
+		if !full {
+			t.Skip("the fake without ncclCommShrink never tries it")
+		}
+		fc.peerErrors(0)
+		fc.setMode(5)
+		defer fc.peerErrors(1)
+		defer fc.setMode(0)
+		before := fc.now()
+		_, cs := elasticJob(t, 3, Options{Transport: "nccl", Timeout: 300 * time.Millisecond, ElasticWait: time.Second})
+		kill(cs[0])
+		survivors := cs[1:]
+		onEvery(survivors, func(_ int, c *Comm) error { return checkStep(context.Background(), c, c.ID(), 0, 8) })
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		next := make([]*Comm, 2)
+		if err := errors.Join(onEvery(survivors, func(i int, c *Comm) (err error) {
+			next[i], err = c.Shrink(ctx)
+			return err
+		})...); err != nil {
+			t.Fatal(err)
+		}
+		runSteps(t, next, []int{1, 2}, 2)
+		for _, c := range append(next, cs[0]) {
+			c.Close()
+		}
+		d := fc.now().minus(before)
+		t.Logf("counts: %+v", d)
+		if d.shrinks != 0 || d.inits != 3+2 || next[0].Generation() != 2 {
+			t.Errorf("%d ncclCommShrink, %d ncclCommInitRank, generation %d; want 0, 5 and 2 (a second round made it anew)", d.shrinks, d.inits, next[0].Generation())
+		}
+		d.ended(t)
+	})
 	// A second rank dies during the shrink, before, in or after
-	// ncclCommShrink: the survivors never hang (a shrink waiting for it is
-	// ended by aborting the old communicator within ElasticWait), and the
-	// next round makes the communicator anew if this one failed.
-	for _, after := range []time.Duration{0, 300 * time.Microsecond, 2 * time.Millisecond} {
-		t.Run(fmt.Sprintf("shrink/nccl-second-dies-after-%v", after), func(t *testing.T) {
+	// ncclCommShrink, both deaths reported by NCCL or not: the survivors
+	// never hang (a shrink waiting for the dead rank is ended by aborting the
+	// old communicator within ElasticWait), every element after is exact,
+	// and the next round makes the communicator anew if this one failed.
+	for _, c := range []struct {
+		reported bool
+		after    time.Duration
+	}{{true, 300 * time.Microsecond}, {false, 0}, {false, 2 * time.Millisecond}} {
+		t.Run(fmt.Sprintf("shrink/nccl-second-dies-after-%v-reported-%v", c.after, c.reported), func(t *testing.T) {
+			if !c.reported {
+				fc.peerErrors(0)
+				defer fc.peerErrors(1)
+			}
 			before := fc.now()
-			s := trialSpec{n: 5, transport: "nccl", algo: "ring", victim: 1, at: 2, second: 3, secondAfter: after, elems: 257}
+			s := trialSpec{n: 5, transport: "nccl", algo: "ring", victim: 1, at: 2, second: 3, secondAfter: c.after, elems: 257,
+				unbounded: !c.reported, tmo: 300 * time.Millisecond}
 			if err := elasticTrial(t, s); err != nil {
 				t.Fatal(err)
 			}

@@ -83,7 +83,9 @@
 // Shrink makes a Transport over the ranks not excluded, numbered in their
 // old order, with ncclCommShrink (NCCL 2.27 and newer), passing
 // NCCL_SHRINK_ABORT when a call failed or was left unfinished (CanShrink
-// says which). Grow makes one with more ranks with ncclCommGrow (NCCL 2.29
+// says which). NCCL refuses to shrink a communicator with an asynchronous
+// error (a peer's death it reported, ncclRemoteError), whatever the flag;
+// CanShrink says false for one. Grow makes one with more ranks with ncclCommGrow (NCCL 2.29
 // and newer): one old rank makes the id with GrowID (ncclCommGetUniqueId),
 // the old ranks keep their numbers, and each new rank joins with
 // ConnectGrow and that id at a number from the old size up. Both symbols

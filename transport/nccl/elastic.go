@@ -62,10 +62,15 @@ func (t *Transport) Fail(reason string) bool {
 func (t *Transport) Failed() bool { return t.failed.Load() && !t.closed.Load() }
 
 // CanShrink reports whether Shrink can make the next communicator from this
-// one: NCCL has ncclCommShrink, the communicator is blocking and was not
-// aborted or destroyed (Config.KeepForShrink keeps it after a failure).
-// abort reports that a call on it failed or was left unfinished, so that
-// Shrink must pass abort (NCCL_SHRINK_ABORT).
+// one: NCCL has ncclCommShrink, the communicator is blocking, was not
+// aborted or destroyed (Config.KeepForShrink keeps it after a failure),
+// and ncclCommGetAsyncError reports no error. NCCL refuses to shrink a
+// communicator with an asynchronous error, such as the remote error of a
+// peer that died, whatever the flag (ncclCommShrink checks it with
+// ncclCommEnsureReady after NCCL_SHRINK_ABORT ended the unfinished work):
+// such a communicator is to be aborted and made anew. abort reports that a
+// call on it failed or was left unfinished, so that Shrink must pass abort
+// (NCCL_SHRINK_ABORT). Call it with no operation in flight.
 func (t *Transport) CanShrink() (ok, abort bool) {
 	t.mu.Lock()
 	c := t.main
@@ -75,7 +80,14 @@ func (t *Transport) CanShrink() (ok, abort bool) {
 	}
 	c.abortMu.Lock()
 	defer c.abortMu.Unlock()
-	return c.h != 0 && !c.ended.Load(), c.dirty
+	if c.h == 0 || c.ended.Load() {
+		return false, c.dirty
+	}
+	res := new(int32)
+	if r := c.a.ncclCommGetAsyncError(c.h, res); r != ncclSuccess || *res != ncclSuccess {
+		return false, c.dirty
+	}
+	return true, c.dirty
 }
 
 // Shrink makes a Transport over the ranks of this one not in exclude,

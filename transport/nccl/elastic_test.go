@@ -216,11 +216,21 @@ func TestFakeRanks(t *testing.T) {
 }
 
 // failRanks makes the ranks of ts but dead fail an all-reduce because dead
-// closed its transport (its process died): NCCL reports the remote error.
-func failRanks(t *testing.T, ts []*Transport, dead int) {
+// closed its transport (its process died): NCCL reports the remote error
+// when remote is set (a network), and otherwise the all-reduce hangs (as
+// over NVLink) until its context ends.
+func failRanks(t *testing.T, ctl fakeControl, ts []*Transport, dead int, remote bool) {
 	t.Helper()
+	if !remote {
+		ctl.peerErrors(0)
+		defer ctl.peerErrors(1)
+	}
 	ts[dead].Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	wait := 20 * time.Second
+	if !remote {
+		wait = 100 * time.Millisecond
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	for r, err := range onRanks(len(ts), func(r int) error {
 		if r == dead {
@@ -229,22 +239,25 @@ func failRanks(t *testing.T, ts []*Transport, dead int) {
 		buf := make([]byte, 64)
 		return ts[r].AllReduce(ctx, header(16, reduce.Float32, reduce.Sum, -1), buf, buf)
 	}) {
-		if r != dead && !errors.Is(err, transport.ErrPeerGone) {
+		if r != dead && remote && !errors.Is(err, transport.ErrPeerGone) {
 			t.Fatalf("rank %d, all-reduce beside a dead rank: %v, want an error wrapping transport.ErrPeerGone", r, err)
+		}
+		if r != dead && !remote && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("rank %d, all-reduce beside a dead rank: %v, want the deadline", r, err)
 		}
 	}
 }
 
-// TestFakeShrinkAfterDeath: rank 2 of 4 dies; the survivors' communicators,
-// kept (Config.KeepForShrink) though their all-reduce failed, shrink with
-// ncclCommShrink and NCCL_SHRINK_ABORT into ranks 0-2 of 3 in their old
-// order, with exact all-reduces after; closing the old ones aborts each
-// once.
+// TestFakeShrinkAfterDeath: rank 2 of 4 dies and the survivors' all-reduce
+// hangs until its context ends (no remote error, as over NVLink); their
+// communicators, kept (Config.KeepForShrink), shrink with ncclCommShrink
+// and NCCL_SHRINK_ABORT into ranks 0-2 of 3 in their old order, with exact
+// all-reduces after; closing the old ones aborts each once.
 func TestFakeShrinkAfterDeath(t *testing.T) {
 	a, ctl := loadFake(t)
 	ts := connectRanks(t, a, 4, Config{KeepForShrink: true})
 	checkAllReduce(t, ts, []int{0, 1, 2, 3}, reduce.Int64, reduce.Sum, 1001, 1)
-	failRanks(t, ts, 2)
+	failRanks(t, ctl, ts, 2, false)
 	survivors := []int{0, 1, 3}
 	for _, r := range survivors {
 		if ok, abort := ts[r].CanShrink(); !ok || !abort {
@@ -299,6 +312,28 @@ func TestFakeShrinkAfterDeath(t *testing.T) {
 	}
 	if a, d := ctl.aborts()-abortsBefore, ctl.destroys()-destroysBefore; a != 3 || d != 0 {
 		t.Errorf("closing the 3 old communicators: %d aborts and %d destroys, want 3 aborts (they had unfinished work)", a, d)
+	}
+}
+
+// TestFakeShrinkAfterRemoteError: a peer's death that NCCL reports
+// (ncclRemoteError) leaves an asynchronous error, with which NCCL refuses
+// to shrink whatever the flag: CanShrink says so, and a Shrink tried
+// anyway returns the error rather than hang.
+func TestFakeShrinkAfterRemoteError(t *testing.T) {
+	a, ctl := loadFake(t)
+	ts := connectRanks(t, a, 3, Config{KeepForShrink: true})
+	failRanks(t, ctl, ts, 0, true)
+	if ok, abort := ts[1].CanShrink(); ok || !abort {
+		t.Errorf("CanShrink after a remote error: %v, %v; want false, true", ok, abort)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, abort := range []bool{true, false} {
+		_, err := ts[1].Shrink(ctx, newStore(), []int{0}, abort)
+		var ce *CallError
+		if !errors.As(err, &ce) || ce.Call != "ncclCommShrink" || !ce.Remote() {
+			t.Errorf("Shrink (abort %v) after a remote error: %v, want ncclCommShrink's remote error", abort, err)
+		}
 	}
 }
 

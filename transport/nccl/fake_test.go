@@ -41,6 +41,7 @@ type fakeControl struct {
 	liveComms    func() int32
 	endedTwice   func() int32
 	lastShrink   func(*[66]int32)
+	peerErrors   func(int32)
 }
 
 // The fake's modes (fake_set_mode).
@@ -115,7 +116,7 @@ func (f *fakeLib) load(t *testing.T) (*api, fakeControl) {
 			"fake_release": &ctl.release, "fake_set_devices": &ctl.setDevices, "fake_wrong_streams": &ctl.wrongStreams,
 			"fake_live_device_allocs": &ctl.liveAllocs, "fake_inits": &ctl.inits, "fake_shrinks": &ctl.shrinks,
 			"fake_grows": &ctl.grows, "fake_grow_ids": &ctl.growIDs, "fake_live_comms": &ctl.liveComms,
-			"fake_ended_twice": &ctl.endedTwice, "fake_last_shrink": &ctl.lastShrink,
+			"fake_ended_twice": &ctl.endedTwice, "fake_last_shrink": &ctl.lastShrink, "fake_set_peer_errors": &ctl.peerErrors,
 		} {
 			purego.RegisterLibFunc(fn, h, name)
 		}
@@ -129,6 +130,7 @@ func (f *fakeLib) load(t *testing.T) (*api, fakeControl) {
 	t.Cleanup(func() {
 		ctl.setMode(fakeOK)
 		ctl.setDevices(1)
+		ctl.peerErrors(1)
 		if n := ctl.wrongStreams() - before; n > 0 && !strings.Contains(t.Name(), "WrongStream") {
 			t.Errorf("%d NCCL launches on a stream that is not the communicator's", n)
 		}

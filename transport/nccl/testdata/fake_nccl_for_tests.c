@@ -15,10 +15,11 @@
  * ready" forever, as a real collective waiting on it hangs; one whose
  * communicator was destroyed or aborted before it came (its process died)
  * makes ncclCommGetAsyncError of those waiting report ncclRemoteError, as
- * NCCL over a network reports a peer that exited. "Device memory" is host
- * memory that the fake keeps in a table, so the binding's device paths run
- * element by element, and the fake behaves as the real libraries do where
- * collkit could get it wrong:
+ * NCCL over a network reports a peer that exited, unless
+ * fake_set_peer_errors(0) makes them hang as over NVLink. "Device memory"
+ * is host memory that the fake keeps in a table, so the binding's device
+ * paths run element by element, and the fake behaves as the real libraries
+ * do where collkit could get it wrong:
  *  - work queued on a stream (copies, collectives) runs only when
  *    cuStreamQuery finds it done, after a few "not ready" answers: reading
  *    a result before the stream finished reads stale data;
@@ -41,16 +42,20 @@
  * excluded, which must not call it, and numbers them in their old order; a
  * grow keeps the ranks of the parent and adds the new ranks, which pass the
  * id the coordinator got from ncclCommGetUniqueId, at the ranks they are
- * given. NCCL_SHRINK_DEFAULT on a communicator with an asynchronous error
- * fails with that error, and on one with operations still queued fails with
- * ncclInvalidUsage (NCCL says it may deadlock); NCCL_SHRINK_ABORT first
- * ends the parent's unfinished operations. The version it reports does not
- * change with the build: collkit binds these symbols by their presence.
+ * given. As NCCL's ncclCommEnsureReady does, a shrink or grow of a
+ * communicator with an asynchronous error (ncclRemoteError from a dead
+ * peer) fails with that error, with either shrink flag: NCCL_SHRINK_ABORT
+ * ends the parent's unfinished operations but does not clear its error.
+ * NCCL_SHRINK_DEFAULT on one with operations still queued fails with
+ * ncclInvalidUsage (NCCL says it may deadlock). The version it reports
+ * does not change with the build: collkit binds these symbols by their
+ * presence.
  * Shrink and grow block until every rank has come, in either mode (collkit
  * uses them on blocking communicators only).
  *
  * It can be told to hang a stream, hang init, block inside a launch until
- * ncclCommAbort, or report an asynchronous error, and it counts what
+ * ncclCommAbort, report an asynchronous error, or fail every shrink and
+ * grow with ncclInternalError, and it counts what
  * collkit did (inits, shrinks, grows, aborts, destroys, communicators ended
  * twice or never).
  */
@@ -119,8 +124,8 @@ typedef struct frdv {
   struct frdv *next;
 } frdv;
 
-enum { MODE_OK = 0, MODE_HANG = 1, MODE_ASYNC_ERROR = 2, MODE_HANG_INIT = 3, MODE_BLOCK_LAUNCH = 4 };
-static volatile int mode, released;
+enum { MODE_OK = 0, MODE_HANG = 1, MODE_ASYNC_ERROR = 2, MODE_HANG_INIT = 3, MODE_BLOCK_LAUNCH = 4, MODE_FAIL_SHRINK = 5 };
+static volatile int mode, released, peer_errors = 1;
 static int aborts, destroys, commids, ndevices = 1, wrong_stream;
 static int inits, shrinks, grows, growids, ended_twice;
 static int last_shrink[2 + MAXR];
@@ -144,6 +149,7 @@ static void wait1(void) { unlock(); nap(); lock(); }
 void fake_set_mode(int m) { mode = m; }
 void fake_release(void) { released = 1; }
 void fake_set_devices(int n) { ndevices = n; }
+void fake_set_peer_errors(int on) { peer_errors = on; }
 int fake_aborts(void) { return aborts; }
 int fake_destroys(void) { return destroys; }
 int fake_wrong_streams(void) { return wrong_stream; }
@@ -307,7 +313,7 @@ static int step(fop *o) {
   if (o->kind == OP_PUSH) { pipe_push(&g->pipes[c->rank * g->n + o->peer], o->src, o->n); return 1; }
   if (o->kind == OP_POP) {
     fpipe *p = &g->pipes[o->peer * g->n + c->rank];
-    if (p->len < o->n && g->rank[o->peer]->ended) c->asyncerr = 6; /* the peer is gone */
+    if (p->len < o->n && g->rank[o->peer]->ended && peer_errors) c->asyncerr = 6; /* the peer is gone */
     if (p->len < o->n) return 0;
     memcpy(o->dst, p->b, o->n); memmove(p->b, p->b + o->n, p->len - o->n); p->len -= o->n;
     return 1;
@@ -328,7 +334,7 @@ static int step(fop *o) {
   }
   if (s->arrived == g->n && !s->done) { compute(g, s); s->done = 1; }
   if (!s->done) {
-    for (int r = 0; r < g->n; r++) if (!s->in[r] && g->rank[r]->ended) c->asyncerr = 6; /* a peer is gone */
+    for (int r = 0; r < g->n; r++) if (!s->in[r] && g->rank[r]->ended && peer_errors) c->asyncerr = 6; /* a peer is gone */
     return 0;
   }
   if (++s->popped == g->n) s->used = 0;
@@ -534,6 +540,7 @@ static int pending(fcomm *c) {
 
 int ncclCommShrink(fcomm *c, int *excl, int nexcl, fcomm **nc, ncclConfig_t *cfg, int flags) {
   lock();
+  if (mode == MODE_FAIL_SHRINK) { unlock(); return 3; }
   if (!c || c->ended || !ready(c) || !nc || !excl || nexcl <= 0 || nexcl >= c->g->n || (flags & ~1)) { unlock(); return 4; }
   if (cfg && (cfg->magic != 0xcafebeef || cfg->blocking == c->nonblocking)) { unlock(); return 4; }
   for (int i = 1; i < nexcl; i++) /* NCCL sorts the caller's list in place */
@@ -541,9 +548,9 @@ int ncclCommShrink(fcomm *c, int *excl, int nexcl, fcomm **nc, ncclConfig_t *cfg
   for (int i = 0; i < nexcl; i++)
     if (excl[i] < 0 || excl[i] >= c->g->n || excl[i] == c->rank || (i > 0 && excl[i] == excl[i - 1])) { unlock(); return 4; }
   last_shrink[0] = flags; last_shrink[1] = nexcl; memcpy(last_shrink + 2, excl, nexcl * sizeof(int));
-  if (flags & 1) { c->killed = 1; c->asyncerr = 0; } /* NCCL_SHRINK_ABORT: end what the parent left running */
-  else if (c->asyncerr) { int r = c->asyncerr; unlock(); return r; }
-  else if (pending(c)) { unlock(); return 5; }
+  if (flags & 1) c->killed = 1; /* NCCL_SHRINK_ABORT: end what the parent left running */
+  if (c->asyncerr) { int r = c->asyncerr; unlock(); return r; } /* ncclCommEnsureReady */
+  if (!(flags & 1) && pending(c)) { unlock(); return 5; }
   frdv *v = rdvfor(R_SHRINK, c->g, ++c->children);
   if (v->arrived == 0) { v->expected = c->g->n - nexcl; v->nexcl = nexcl; memcpy(v->excl, excl, nexcl * sizeof(int)); }
   else if (v->nexcl != nexcl || memcmp(v->excl, excl, nexcl * sizeof(int))) v->bad = 1; /* ranks disagree on who leaves */
@@ -567,6 +574,7 @@ int ncclCommGetUniqueId(fcomm *c, ncclUniqueId *id) {
 
 int ncclCommGrow(fcomm *c, int n, const ncclUniqueId *id, int rank, fcomm **nc, ncclConfig_t *cfg) {
   if (!nc || n <= 0 || n > MAXR) return 4;
+  if (mode == MODE_FAIL_SHRINK) return 3;
   lock();
   *nc = NULL;
   frdv *v = NULL;
