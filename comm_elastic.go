@@ -63,6 +63,21 @@ import (
 // member); they then run round g+1 over the members of g, where the dead
 // one is no longer heard from. A member whose connection succeeded meets
 // the others in round g+1 when its first collective fails.
+//
+// The new transport is connected afresh through the round's keys (c/), as
+// ConnectStore connects: tcp, shm, rdma, the hierarchical layouts and the
+// hybrid's node communicators (IntraNode "nccl"). Over --transport nccl the
+// first try of a generation makes the NCCL communicator from the previous
+// one when every member can: ncclCommShrink after Shrink (NCCL 2.27 and
+// newer; NCCL_SHRINK_ABORT when a member's communicator had a failed call,
+// but none with an asynchronous error such as a reported death, which
+// NCCL refuses to shrink),
+// ncclCommGrow after Grow (NCCL 2.29 and newer; joiners join with the new
+// rank 0's grow id). Otherwise each member aborts its failed NCCL
+// communicator and makes a new one (ncclCommInitRank) through the store.
+// The new rank 0 decides which for all; see comm_elastic_nccl.go. Neither
+// NCCL path has run on a GPU yet: they are tested against the fake NCCL
+// of transport/nccl's tests (the GPU run is a separate issue).
 
 // DefaultElasticWait is Options.ElasticWait when zero.
 const DefaultElasticWait = 10 * time.Second
@@ -214,7 +229,9 @@ func (c *Comm) ID() int {
 // On success this communicator is closed and its store passes to the new
 // one; on error it is left as it was. The new transport is connected
 // afresh through the store (a failed collective leaves partial messages on
-// the old connections). ctx bounds the whole shrink.
+// the old connections), except over NCCL, which shrinks its communicator
+// with ncclCommShrink where every survivor's NCCL has it (see the comment
+// at the top). ctx bounds the whole shrink.
 func (c *Comm) Shrink(ctx context.Context) (*Comm, error) {
 	return c.next(ctx, "shrink", false)
 }
@@ -223,7 +240,9 @@ func (c *Comm) Shrink(ctx context.Context) (*Comm, error) {
 // Join, as ncclCommGrow does: every member calls it at the same point
 // (JoinersWaiting tells them, all alike, whether any process waits). The
 // joiners become the last ranks, in the order they came. Members that do
-// not call it within Options.ElasticWait are left out, as in Shrink.
+// not call it within Options.ElasticWait are left out, as in Shrink. Over
+// NCCL the communicator grows with ncclCommGrow where every member's NCCL
+// has it and none was left out (see the comment at the top).
 func (c *Comm) Grow(ctx context.Context) (*Comm, error) {
 	return c.next(ctx, "grow", true)
 }
@@ -265,7 +284,7 @@ func (c *Comm) next(ctx context.Context, what string, grow bool) (*Comm, error) 
 	members, err := agree(ctx, el, self, suspects, grow)
 	var nc *Comm
 	if err == nil {
-		nc, err = establish(ctx, elastic{store: el.store, env: el.env, opts: el.opts, gen: el.gen + 1, ids: members}, self)
+		nc, err = establish(ctx, elastic{store: el.store, env: el.env, opts: el.opts, gen: el.gen + 1, ids: members}, self, c)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("collkit: rank %d (%s): %s from generation %d: %w", c.rank, procName(self), what, el.gen, err)
@@ -280,10 +299,12 @@ func (c *Comm) next(ctx context.Context, what string, grow bool) (*Comm, error) 
 // is made with the store's Create (ok only when every member said so). When
 // it fails (a member died, or connected too late), the members run the
 // next round over the same candidates, suspecting those that did not say,
-// and try again.
-func establish(ctx context.Context, el elastic, self int) (*Comm, error) {
-	for {
-		nc, err := el.connect(ctx, self)
+// and try again. from is the communicator of the previous generation on a
+// member of it (nil on a joiner), whose NCCL communicator the first try
+// may make the new one from (comm_elastic_nccl.go).
+func establish(ctx context.Context, el elastic, self int, from *Comm) (*Comm, error) {
+	for first := true; ; first = false {
+		nc, err := el.connect(ctx, self, from, first)
 		v, serr := el.settle(ctx, self, err == nil)
 		if serr == nil && v.OK {
 			return nc, nil
@@ -295,9 +316,11 @@ func establish(ctx context.Context, el elastic, self int) (*Comm, error) {
 		if serr != nil {
 			return nil, serr
 		}
-		if ctx.Err() != nil || len(missing) == 0 {
+		if ctx.Err() != nil || len(missing) == 0 && !(first && el.opts.Transport == "nccl") {
 			// Every member said, so none died: the failure is not one a
-			// next round mends (Options the new size refuses, say).
+			// next round mends (Options the new size refuses, say), unless
+			// it was NCCL's shrink or grow, which the next round does not
+			// try (comm_elastic_nccl.go).
 			return nil, fmt.Errorf("connecting generation %d (%d ranks): %w", el.gen, len(el.ids), cmp.Or(err, errors.Join(ctx.Err(),
 				errors.New("another member failed to connect"))))
 		}
@@ -545,8 +568,10 @@ func joinersOf(ctx context.Context, store bootstrap.Store, gen int, wait time.Du
 }
 
 // connect makes the communicator of generation el.gen for process self,
-// through the round's keys, within Options.ElasticWait.
-func (el elastic) connect(ctx context.Context, self int) (*Comm, error) {
+// through the round's keys, within Options.ElasticWait. Over NCCL the
+// first try (first) may make it from the NCCL communicator of from, the
+// previous generation's communicator on this process (nil on a joiner).
+func (el elastic) connect(ctx context.Context, self int, from *Comm, first bool) (*Comm, error) {
 	env := el.env
 	env.Rank, env.Size, env.LocalSize = slices.Index(el.ids, self), len(el.ids), 0
 	opts := el.opts
@@ -554,7 +579,15 @@ func (el elastic) connect(ctx context.Context, self int) (*Comm, error) {
 	opts.SimulatedNodes = min(opts.SimulatedNodes, env.Size)
 	ctx, cancel := context.WithTimeout(ctx, opts.elasticWait())
 	defer cancel()
-	nc, err := ConnectStore(ctx, env, bootstrap.WithPrefix(el.store, elasticKey(el.gen, "c/")), opts)
+	store := bootstrap.WithPrefix(el.store, elasticKey(el.gen, "c/"))
+	var made transport.Transport
+	if opts.Transport == "nccl" {
+		var err error
+		if made, err = el.fromNCCL(ctx, store, env, opts, self, from, first); err != nil {
+			return nil, err
+		}
+	}
+	nc, err := connectStore(ctx, env, store, opts, made)
 	if err != nil {
 		return nil, err
 	}
@@ -622,7 +655,7 @@ func JoinStore(ctx context.Context, env bootstrap.Env, store bootstrap.Store, op
 		gen++
 		var members []int
 		if members, err = joinRound(ctx, store, int(gen), self); err == nil && slices.Contains(members, self) {
-			c, err := establish(ctx, elastic{store: store, env: env, opts: opts, gen: int(gen), ids: members}, self)
+			c, err := establish(ctx, elastic{store: store, env: env, opts: opts, gen: int(gen), ids: members}, self, nil)
 			if err != nil {
 				return nil, fmt.Errorf("collkit: join (%s): generation %d: %w", procName(self), gen, err)
 			}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/collkit/collkit/transport"
+	"github.com/collkit/collkit/transport/nccl"
 )
 
 // ProbeWindow bounds how long a failing rank waits for its peers to answer
@@ -319,9 +320,13 @@ func (c *Comm) abort(fe *FailureError) {
 		reason = fmt.Sprintf("%s; rank %d's own error: %s", strings.Join(stuck, "; "), c.Rank(), reason)
 	}
 	for _, t := range []transport.Transport{c.t, c.intra} { // c.intra: shared memory inside the node
-		if a, ok := t.(transport.Aborter); ok {
-			a.Abort(reason)
-		} else if t != nil {
+		switch t := t.(type) {
+		case nil:
+		case *nccl.Transport:
+			t.Fail(reason) // kept for Shrink where NCCL can shrink it (comm_elastic_nccl.go), else closed
+		case transport.Aborter:
+			t.Abort(reason)
+		default:
 			t.Close()
 		}
 	}

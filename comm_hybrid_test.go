@@ -27,8 +27,8 @@ import (
 // with the libraries it names in COLLKIT_NCCL_LIB/COLLKIT_CUDART_LIB:
 //
 //   - fake: the fake library of transport/nccl's tests (built here with
-//     gcc), which holds a world of ONE rank: two simulated nodes of one
-//     rank each, NCCL inside each node, TCP between them.
+//     gcc), which runs the ranks of this process: two simulated nodes of
+//     one rank each, NCCL inside each node, TCP between them.
 //   - missing: libraries that do not exist: Connect fails on every rank
 //     with an error wrapping nccl.ErrNotAvailable that says what to do.
 //
@@ -55,9 +55,10 @@ func runChild(t *testing.T, name string, env ...string) string {
 	return string(out)
 }
 
-// buildFakeNCCL compiles transport/nccl's fake library into a temporary
-// directory, or skips the test when there is no C compiler.
-func buildFakeNCCL(t *testing.T) string {
+// buildFakeNCCL compiles transport/nccl's fake library, with gcc's flags
+// added (-DFAKE_NO_SHRINK_GROW), into a temporary directory, or skips the
+// test when there is no C compiler.
+func buildFakeNCCL(t *testing.T, flags ...string) string {
 	t.Helper()
 	if runtime.GOOS != "linux" || (runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64") {
 		t.Skipf("NCCL loads on linux/amd64 and linux/arm64 only, not %s/%s", runtime.GOOS, runtime.GOARCH)
@@ -68,7 +69,7 @@ func buildFakeNCCL(t *testing.T) string {
 	}
 	so := filepath.Join(t.TempDir(), "libfake_nccl_for_tests.so")
 	src := filepath.Join("transport", "nccl", "testdata", "fake_nccl_for_tests.c")
-	if out, err := exec.Command(gcc, "-shared", "-fPIC", "-O1", "-o", so, src).CombinedOutput(); err != nil {
+	if out, err := exec.Command(gcc, append([]string{"-shared", "-fPIC", "-O1", "-o", so, src}, flags...)...).CombinedOutput(); err != nil {
 		t.Fatalf("gcc %s: %v\n%s", src, err, out)
 	}
 	return so

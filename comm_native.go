@@ -42,16 +42,27 @@ func defaultAlgorithm(t transport.Transport) string {
 // connectNCCL creates the NCCL transport: the rank's GPU from its local
 // rank, NCCL_ALGO from the algorithm.
 func connectNCCL(ctx context.Context, env bootstrap.Env, store bootstrap.Store, opts Options) (transport.Transport, error) {
+	cfg, err := ncclConfig(env, opts)
+	if err != nil {
+		return nil, err
+	}
+	t, err := nccl.New(cfg)
+	if err := connect(ctx, store, t, err); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// ncclConfig is the NCCL transport's configuration for rank env.Rank. Its
+// communicator is kept after a failed call for an elastic Shrink
+// (comm_elastic_nccl.go); Close ends it.
+func ncclConfig(env bootstrap.Env, opts Options) (nccl.Config, error) {
 	algo := opts.Algorithm
 	if algo == "" {
 		algo = "ring"
 	}
 	if algo != "ring" && algo != "tree" {
-		return nil, fmt.Errorf("%w: algorithm %q over nccl: NCCL runs its own ring or tree; use --algo ring or tree", ErrBadArgument, algo)
+		return nccl.Config{}, fmt.Errorf("%w: algorithm %q over nccl: NCCL runs its own ring or tree; use --algo ring or tree", ErrBadArgument, algo)
 	}
-	t, err := nccl.New(nccl.Config{Rank: env.Rank, Size: env.Size, LocalRank: env.LocalRank, Name: env.JobID, Algo: algo})
-	if err := connect(ctx, store, t, err); err != nil {
-		return nil, err
-	}
-	return t, nil
+	return nccl.Config{Rank: env.Rank, Size: env.Size, LocalRank: env.LocalRank, Name: env.JobID, Algo: algo, KeepForShrink: true}, nil
 }

@@ -52,8 +52,10 @@
 // a rank that was only slow is told ErrExcluded rather than starting a world
 // of its own; the new transport connects all or nothing (one verdict,
 // again through Create), and a member that died after the decision makes
-// the members run the next round without it. See comm_elastic.go for the
-// guarantees in full. The store must outlive the ranks: collbench's launcher
+// the members run the next round without it. Over NCCL the next
+// communicator is made from the previous one with ncclCommShrink or
+// ncclCommGrow where every member's NCCL has them, and anew otherwise (not
+// yet run on a GPU). See comm_elastic.go for the guarantees in full. The store must outlive the ranks: collbench's launcher
 // hosts it, or an etcd cluster does.
 //
 // All-reduce algorithms and transports are chosen by name

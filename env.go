@@ -121,16 +121,29 @@ func (c *Comm) failure() error {
 // Every communicator of one job needs its own keys: connect the second and
 // later ones through bootstrap.WithPrefix.
 func ConnectStore(ctx context.Context, env bootstrap.Env, store bootstrap.Store, opts Options) (*Comm, error) {
+	return connectStore(ctx, env, store, opts, nil)
+}
+
+// connectStore is ConnectStore over made, a transport connected already
+// (an elastic generation's NCCL communicator made from the previous one),
+// or, when made is nil, one it connects. It closes made on error.
+func connectStore(ctx context.Context, env bootstrap.Env, store bootstrap.Store, opts Options, made transport.Transport) (*Comm, error) {
 	if _, err := findAlgorithm(opts.Algorithm); err != nil {
+		if made != nil {
+			made.Close()
+		}
 		return nil, fmt.Errorf("collkit: rank %d: %w", env.Rank, err)
 	}
 	ctx, cancel := setupContext(ctx, opts)
 	defer cancel()
 	saved := opts // for the next generations (comm_elastic.go)
 	start := time.Now()
-	t, err := connectTransport(ctx, env, store, opts)
-	if err != nil {
-		return nil, fmt.Errorf("collkit: rank %d: %w", env.Rank, explain(ctx, err))
+	t := made
+	if t == nil {
+		var err error
+		if t, err = connectTransport(ctx, env, store, opts); err != nil {
+			return nil, fmt.Errorf("collkit: rank %d: %w", env.Rank, explain(ctx, err))
+		}
 	}
 	connected := time.Since(start)
 	if opts.Nodes == nil && opts.SimulatedNodes == 0 {

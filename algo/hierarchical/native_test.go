@@ -17,9 +17,9 @@ import (
 // ringNative is a TEST DOUBLE of a library that runs collectives itself
 // (transport.NativeCollectives, as NCCL does): its collectives are
 // collkit's rings over an in-memory transport of one node. It lets the
-// native path's phases and layouts be checked element by element at node
-// sizes the fake NCCL library (one rank) cannot reach; the real binding is
-// tested in transport/nccl and, one rank per node, in package collkit.
+// native path's phases and layouts be checked element by element at many
+// node sizes without building the fake NCCL library; the real binding is
+// tested against that library in transport/nccl and package collkit.
 type ringNative struct {
 	transport.Transport
 	calls *atomic.Int64 // native collectives run, over every rank
@@ -117,8 +117,8 @@ func TestAllReduceNativeIntra(t *testing.T) {
 
 // hostDevice is a TEST DOUBLE of GPU memory: "device pointers" index Go
 // byte slices, so that ringNative can take DeviceBuffers and the device
-// path's phases can be checked at node sizes the fake NCCL library (one
-// rank) cannot reach.
+// path's phases can be checked at many node sizes without the fake NCCL
+// library.
 type hostDevice struct {
 	mu   sync.Mutex
 	mem  map[uintptr][]byte

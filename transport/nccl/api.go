@@ -9,12 +9,20 @@ type api struct {
 	ncclPath, cudaPath string
 	drv                driver
 
-	ncclGetVersion        func(v *int32) int32
-	ncclGetUniqueId       func(id *uniqueID) int32
-	ncclCommInitRank      func(comm *uintptr, nranks int32, id uniqueID, rank int32) int32
-	ncclCommInitRankCfg   func(comm *uintptr, nranks int32, id uniqueID, rank int32, cfg *commConfig) int32 // nil before NCCL 2.14
-	ncclCommSplit         func(comm uintptr, color, key int32, newcomm *uintptr, cfg *commConfig) int32     // nil before NCCL 2.18
-	ncclCommFinalize      func(comm uintptr) int32                                                          // nil before NCCL 2.14
+	ncclGetVersion      func(v *int32) int32
+	ncclGetUniqueId     func(id *uniqueID) int32
+	ncclCommInitRank    func(comm *uintptr, nranks int32, id uniqueID, rank int32) int32
+	ncclCommInitRankCfg func(comm *uintptr, nranks int32, id uniqueID, rank int32, cfg *commConfig) int32 // nil before NCCL 2.14
+	ncclCommSplit       func(comm uintptr, color, key int32, newcomm *uintptr, cfg *commConfig) int32     // nil before NCCL 2.18
+	ncclCommFinalize    func(comm uintptr) int32                                                          // nil before NCCL 2.14
+	// ncclCommShrink(comm, excludeRanksList, excludeRanksCount, newcomm,
+	// config, shrinkFlags); NCCL sorts the list in place. nil before 2.27.
+	ncclCommShrink func(comm uintptr, exclude *int32, nexclude int32, newcomm *uintptr, cfg *commConfig, flags int32) int32
+	// ncclCommGetUniqueId(comm, uniqueId) and ncclCommGrow(comm, nRanks,
+	// uniqueId, rank, newcomm, config): the uniqueId of ncclCommGrow is a
+	// pointer, NULL on the old ranks but the coordinator. nil before 2.29.
+	ncclCommGetUniqueId   func(comm uintptr, id *uniqueID) int32
+	ncclCommGrow          func(comm uintptr, nranks int32, id *uniqueID, rank int32, newcomm *uintptr, cfg *commConfig) int32
 	ncclCommDestroy       func(comm uintptr) int32
 	ncclCommAbort         func(comm uintptr) int32
 	ncclCommGetAsyncError func(comm uintptr, res *int32) int32

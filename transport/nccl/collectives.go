@@ -289,7 +289,7 @@ func (t *Transport) Exchange(ctx context.Context, sends, recvs []Transfer) error
 		return wrap(t, fmt.Errorf("%s: %w", what, err))
 	}
 	if err := c.onDevice(func() error { return c.download(0, recvLen) }); err != nil {
-		c.abort(err)
+		c.fault(err)
 		return wrap(t, fmt.Errorf("%s: %w", what, err))
 	}
 	if err := c.poll(ctx, what, true); err != nil {

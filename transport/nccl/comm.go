@@ -23,6 +23,7 @@ type comm struct {
 	cuCtx    uintptr // the device's primary context
 	rank     int     // this rank in the communicator, for errors
 	blocking bool    // created in NCCL's (default) blocking mode
+	keep     bool    // a failed call leaves h for Shrink rather than abort it
 	life     context.Context
 
 	mu       sync.Mutex
@@ -39,10 +40,13 @@ type comm struct {
 	// Abort state, which the watchdog changes from another goroutine
 	// while an operation holds mu.
 	inLaunch atomic.Bool // an NCCL call that may block is running
-	gone     atomic.Bool // h was aborted or destroyed
+	gone     atomic.Bool // no more operations: h failed, or was aborted or destroyed
+	ended    atomic.Bool // h was aborted or destroyed: no more NCCL calls on it
 	abortMu  sync.Mutex
 	why      error // why h is gone; set before gone
+	dirty    bool  // kept after a call on h failed or was left unfinished
 	leak     bool  // aborted: freeing could wait on a stuck kernel
+	quiet    bool  // NCCL_SHRINK_ABORT ended h's kernels: an abort may free
 	stopLife func() bool
 }
 
@@ -105,7 +109,7 @@ func (c *comm) cudaErr(call string, code int32) error {
 
 func (c *comm) ncclErr(call string, code int32) error {
 	msg := c.a.ncclGetErrorString(code)
-	if c.a.ncclGetLastError != nil && !c.gone.Load() {
+	if c.a.ncclGetLastError != nil && !c.ended.Load() {
 		if last := c.a.ncclGetLastError(c.h); last != "" {
 			msg += ": " + last
 		}
@@ -129,18 +133,53 @@ func (c *comm) usable() error {
 
 // abort tears the communicator down at once (ncclCommAbort), which also
 // stops its kernels and unblocks an NCCL call stuck in another goroutine,
-// and makes why the error of every later operation. It is safe from any
-// goroutine and acts once.
+// and makes why the error of every later operation (unless it failed
+// already). It is safe from any goroutine and acts once.
 func (c *comm) abort(why error) {
 	c.abortMu.Lock()
 	defer c.abortMu.Unlock()
-	if c.h == 0 || c.gone.Load() {
+	if c.h == 0 || c.ended.Load() {
 		return
 	}
-	c.why = why
-	c.gone.Store(true)
+	c.retireLocked(why)
+	c.ended.Store(true)
 	c.a.ncclCommAbort(c.h)
-	c.leak = true
+	c.leak = !c.quiet
+}
+
+// fault is abort for an NCCL call on c that failed or was left unfinished
+// (a peer gone, the context ended while the stream ran). A communicator
+// kept for Shrink (Config.KeepForShrink) is not aborted: every later
+// operation fails with why, and Shrink, which ends what it left running
+// (NCCL_SHRINK_ABORT), or Close, which aborts it, follows. An NCCL call
+// blocked inside the library is still aborted by the watchdog (abort).
+func (c *comm) fault(why error) {
+	if !c.keep {
+		c.abort(why)
+		return
+	}
+	c.abortMu.Lock()
+	defer c.abortMu.Unlock()
+	if c.h == 0 || c.ended.Load() {
+		return
+	}
+	c.retireLocked(why)
+	c.dirty = true
+}
+
+// retire makes why the error of every later operation, leaving h as it is
+// (Transport.Fail): no NCCL call failed on it.
+func (c *comm) retire(why error) {
+	c.abortMu.Lock()
+	defer c.abortMu.Unlock()
+	c.retireLocked(why)
+}
+
+func (c *comm) retireLocked(why error) {
+	if !c.gone.Load() {
+		c.why = why
+		c.gone.Store(true)
+	}
 }
 
 // spinner paces a polling loop: it spins for the first rounds, where a
@@ -185,7 +224,7 @@ func (c *comm) poll(ctx context.Context, what string, stream bool) error {
 		defer runtime.UnlockOSThread()
 		if r := c.a.cuCtxSetCurrent(c.cuCtx); r != cuSuccess {
 			err := fmt.Errorf("%s: %w", what, c.cudaErr("cuCtxSetCurrent", r))
-			c.abort(err)
+			c.fault(err)
 			return err
 		}
 	}
@@ -196,7 +235,7 @@ func (c *comm) poll(ctx context.Context, what string, stream bool) error {
 		}
 		if r := c.a.ncclCommGetAsyncError(c.h, &c.async); r != ncclSuccess {
 			err := c.ncclErr("ncclCommGetAsyncError", r)
-			c.abort(err)
+			c.fault(err)
 			return err
 		}
 		switch async := c.async; async {
@@ -210,13 +249,13 @@ func (c *comm) poll(ctx context.Context, what string, stream bool) error {
 			case cuErrorNotReady:
 			default:
 				err := fmt.Errorf("%s: %w", what, c.cudaErr("cuStreamQuery", q))
-				c.abort(err)
+				c.fault(err)
 				return err
 			}
 		case ncclInProgress:
 		default:
 			err := fmt.Errorf("%s: %w", what, c.ncclErr("ncclCommGetAsyncError", async))
-			c.abort(err)
+			c.fault(err)
 			return err
 		}
 		if err := c.life.Err(); err != nil {
@@ -224,20 +263,32 @@ func (c *comm) poll(ctx context.Context, what string, stream bool) error {
 			return fmt.Errorf("%s: %w", what, transport.ErrClosed)
 		}
 		if err := ctx.Err(); err != nil {
-			why := stuck(ctx, what, err)
-			c.abort(why)
+			then := thenAborted
+			if c.keep {
+				then = thenKept
+			}
+			why := stuck(ctx, what, err, then)
+			c.fault(why)
 			return why
 		}
 		s.wait()
 	}
 }
 
-// stuck is the error of an operation ctx ended.
-func stuck(ctx context.Context, what string, err error) error {
+// thenAborted and thenKept end the error of an operation ctx ended: what
+// became of the communicator.
+const (
+	thenAborted = "the communicator was aborted (ncclCommAbort)"
+	thenKept    = "the communicator was kept for Shrink (Close aborts it)"
+)
+
+// stuck is the error of an operation ctx ended; then says what became of
+// the communicator.
+func stuck(ctx context.Context, what string, err error, then string) error {
 	if cause := context.Cause(ctx); cause != nil && cause != err {
-		return fmt.Errorf("%s did not finish: %w (%v); the communicator was aborted (ncclCommAbort)", what, err, cause)
+		return fmt.Errorf("%s did not finish: %w (%v); %s", what, err, cause, then)
 	}
-	return fmt.Errorf("%s did not finish: %w; the communicator was aborted (ncclCommAbort)", what, err)
+	return fmt.Errorf("%s did not finish: %w; %s", what, err, then)
 }
 
 // settle handles the result of an NCCL call: success, an error, or (on a
@@ -253,7 +304,7 @@ func (c *comm) settle(ctx context.Context, call string, r int32) error {
 		return fmt.Errorf("%s: %w", call, c.usable())
 	}
 	err := c.ncclErr(call, r)
-	c.abort(err)
+	c.fault(err)
 	return err
 }
 
@@ -284,7 +335,7 @@ func (c *comm) enqueue(ctx context.Context, prep func() error, launch func() (st
 		if ctx.Done() != nil {
 			stop := context.AfterFunc(ctx, func() {
 				if c.inLaunch.Load() {
-					c.abort(stuck(ctx, "the NCCL call", ctx.Err()))
+					c.abort(stuck(ctx, "the NCCL call", ctx.Err(), thenAborted))
 				}
 			})
 			defer stop()
@@ -295,7 +346,7 @@ func (c *comm) enqueue(ctx context.Context, prep func() error, launch func() (st
 	if err != nil {
 		var bad *badBufferError
 		if !errors.As(err, &bad) {
-			c.abort(err)
+			c.fault(err)
 		}
 		return err
 	}
@@ -395,7 +446,7 @@ func (c *comm) run(ctx context.Context, what string, send []byte, recvLen int, o
 func (c *comm) finish(ctx context.Context, what string, out []byte) error {
 	if len(out) > 0 {
 		if err := c.onDevice(func() error { return c.download(0, len(out)) }); err != nil {
-			c.abort(err)
+			c.fault(err)
 			return fmt.Errorf("%s: %w", what, err)
 		}
 	}
@@ -432,7 +483,8 @@ func (c *comm) runDevice(ctx context.Context, what string, bufs []namedBuffer, l
 
 // destroy ends the communicator in order (ncclCommFinalize, bounded by
 // timeout, then ncclCommDestroy) and frees its buffers; if finalizing fails
-// or takes too long it aborts instead.
+// or takes too long it aborts instead. One kept after a failed call
+// (fault) is aborted, which ends what the call left running.
 func (c *comm) destroy(timeout time.Duration) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -440,8 +492,8 @@ func (c *comm) destroy(timeout time.Duration) error {
 		c.stopLife()
 	}
 	var err error
-	if c.h != 0 && !c.gone.Load() {
-		if c.a.ncclCommFinalize != nil && !c.blocking {
+	if c.h != 0 && !c.ended.Load() {
+		if c.a.ncclCommFinalize != nil && !c.blocking && !c.gone.Load() {
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			r := c.a.ncclCommFinalize(c.h)
 			// poll checks life, which may have ended already: finalize
@@ -453,13 +505,18 @@ func (c *comm) destroy(timeout time.Duration) error {
 			cancel()
 		}
 		c.abortMu.Lock()
-		if !c.gone.Load() {
+		switch {
+		case c.ended.Load():
+		case c.dirty:
+			c.a.ncclCommAbort(c.h)
+			c.leak = !c.quiet
+		default:
 			if r := c.a.ncclCommDestroy(c.h); r != ncclSuccess {
 				err = errors.Join(err, c.ncclErr("ncclCommDestroy", r))
 			}
-			c.why = transport.ErrClosed
-			c.gone.Store(true)
 		}
+		c.retireLocked(transport.ErrClosed)
+		c.ended.Store(true)
 		c.abortMu.Unlock()
 	}
 	c.abortMu.Lock()

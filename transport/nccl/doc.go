@@ -73,7 +73,30 @@
 // milliseconds, then sleeping at most 50 microseconds at a time; no
 // millisecond sleeps. When the context or the Transport ends first, the
 // communicator is aborted and the call returns an error: a missing or
-// stuck peer never hangs a call.
+// stuck peer never hangs a call. With Config.KeepForShrink the
+// communicator of all ranks is kept instead (every later call fails) for
+// Shrink, which ends what the failed call left running; Close aborts it.
+// A remote error (a peer's process exited) matches transport.ErrPeerGone.
+//
+// # Shrinking and growing
+//
+// Shrink makes a Transport over the ranks not excluded, numbered in their
+// old order, with ncclCommShrink (NCCL 2.27 and newer), passing
+// NCCL_SHRINK_ABORT when a call failed or was left unfinished (CanShrink
+// says which). NCCL refuses to shrink a communicator with an asynchronous
+// error (a peer's death it reported, ncclRemoteError), whatever the flag;
+// CanShrink says false for one. Grow makes one with more ranks with ncclCommGrow (NCCL 2.29
+// and newer): one old rank makes the id with GrowID (ncclCommGetUniqueId),
+// the old ranks keep their numbers, and each new rank joins with
+// ConnectGrow and that id at a number from the old size up. Both symbols
+// are bound when the library exports them: with an older NCCL, CanShrink
+// and CanGrow say false and the calls return ErrUnsupported, and the next
+// communicator is made anew with Connect. Both reuse the old communicator's
+// bootstrap, run on blocking communicators only, and leave the old
+// Transport to be closed. collkit's elastic communicators use them over
+// --transport nccl when every rank can (collkit.Comm.Shrink and Grow). They
+// have been tested only against the fake library of this package's tests,
+// not yet on a GPU.
 //
 // # Algorithms
 //

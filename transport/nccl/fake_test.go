@@ -34,6 +34,14 @@ type fakeControl struct {
 	wrongStreams func() int32
 	liveAllocs   func() int32
 	last         func(*[8]int64)
+	inits        func() int32
+	shrinks      func() int32
+	grows        func() int32
+	growIDs      func() int32
+	liveComms    func() int32
+	endedTwice   func() int32
+	lastShrink   func(*[66]int32)
+	peerErrors   func(int32)
 }
 
 // The fake's modes (fake_set_mode).
@@ -45,33 +53,43 @@ const (
 	fakeBlockLaunch = 4
 )
 
+// fakeLib is one build of the fake library, loaded once per process.
+type fakeLib struct {
+	flags []string
+	once  sync.Once
+	api   *api
+	ctl   fakeControl
+	err   error
+}
+
 var (
-	fakeOnce sync.Once
-	fakeAPI  *api
-	fakeCtl  fakeControl
-	fakeErr  error
-	fakeMu   sync.Mutex // the fake has global state: one test at a time
-	fakeSO   string
+	// fullFake exports every symbol collkit binds, ncclCommShrink and
+	// ncclCommGrow included; oldFake lacks those, as NCCL before 2.27.
+	fullFake = &fakeLib{}
+	oldFake  = &fakeLib{flags: []string{"-DFAKE_NO_SHRINK_GROW"}}
+	fakeMu   sync.Mutex // the fakes have global state: one test at a time
 )
 
-func loadFake(t *testing.T) (*api, fakeControl) {
+func loadFake(t *testing.T) (*api, fakeControl) { return fullFake.load(t) }
+
+func (f *fakeLib) load(t *testing.T) (*api, fakeControl) {
 	t.Helper()
-	fakeOnce.Do(func() {
+	f.once.Do(func() {
 		gcc, err := exec.LookPath("gcc")
 		if err != nil {
-			fakeErr = err
+			f.err = err
 			return
 		}
 		dir, err := mkdirTemp()
 		if err != nil {
-			fakeErr = err
+			f.err = err
 			return
 		}
 		so := filepath.Join(dir, "libfake_nccl_for_tests.so")
-		fakeSO = so
-		out, err := exec.Command(gcc, "-shared", "-fPIC", "-O1", "-o", so, filepath.Join("testdata", "fake_nccl_for_tests.c")).CombinedOutput()
+		args := append([]string{"-shared", "-fPIC", "-O1", "-o", so, filepath.Join("testdata", "fake_nccl_for_tests.c")}, f.flags...)
+		out, err := exec.Command(gcc, args...).CombinedOutput()
 		if err != nil {
-			fakeErr = errors.New("gcc: " + err.Error() + ": " + string(out))
+			f.err = errors.New("gcc: " + err.Error() + ": " + string(out))
 			return
 		}
 		env := searchEnv{
@@ -84,37 +102,41 @@ func loadFake(t *testing.T) (*api, fakeControl) {
 			glob:   filepath.Glob,
 			exists: func(string) bool { return false },
 		}
-		if fakeAPI, fakeErr = load(env); fakeErr != nil {
+		if f.api, f.err = load(env); f.err != nil {
 			return
 		}
 		h, err := purego.Dlopen(so, purego.RTLD_NOW|purego.RTLD_GLOBAL)
 		if err != nil {
-			fakeErr = err
+			f.err = err
 			return
 		}
-		purego.RegisterLibFunc(&fakeCtl.setMode, h, "fake_set_mode")
-		purego.RegisterLibFunc(&fakeCtl.aborts, h, "fake_aborts")
-		purego.RegisterLibFunc(&fakeCtl.destroys, h, "fake_destroys")
-		purego.RegisterLibFunc(&fakeCtl.last, h, "fake_last")
-		purego.RegisterLibFunc(&fakeCtl.release, h, "fake_release")
-		purego.RegisterLibFunc(&fakeCtl.setDevices, h, "fake_set_devices")
-		purego.RegisterLibFunc(&fakeCtl.wrongStreams, h, "fake_wrong_streams")
-		purego.RegisterLibFunc(&fakeCtl.liveAllocs, h, "fake_live_device_allocs")
+		ctl := &f.ctl
+		for name, fn := range map[string]any{
+			"fake_set_mode": &ctl.setMode, "fake_aborts": &ctl.aborts, "fake_destroys": &ctl.destroys, "fake_last": &ctl.last,
+			"fake_release": &ctl.release, "fake_set_devices": &ctl.setDevices, "fake_wrong_streams": &ctl.wrongStreams,
+			"fake_live_device_allocs": &ctl.liveAllocs, "fake_inits": &ctl.inits, "fake_shrinks": &ctl.shrinks,
+			"fake_grows": &ctl.grows, "fake_grow_ids": &ctl.growIDs, "fake_live_comms": &ctl.liveComms,
+			"fake_ended_twice": &ctl.endedTwice, "fake_last_shrink": &ctl.lastShrink, "fake_set_peer_errors": &ctl.peerErrors,
+		} {
+			purego.RegisterLibFunc(fn, h, name)
+		}
 	})
-	if fakeErr != nil {
-		t.Skipf("cannot build the fake NCCL library for the binding tests: %v", fakeErr)
+	if f.err != nil {
+		t.Skipf("cannot build the fake NCCL library for the binding tests: %v", f.err)
 	}
 	fakeMu.Lock()
-	before := fakeCtl.wrongStreams()
+	ctl := f.ctl
+	before := ctl.wrongStreams()
 	t.Cleanup(func() {
-		fakeCtl.setMode(fakeOK)
-		fakeCtl.setDevices(1)
-		if n := fakeCtl.wrongStreams() - before; n > 0 && !strings.Contains(t.Name(), "WrongStream") {
+		ctl.setMode(fakeOK)
+		ctl.setDevices(1)
+		ctl.peerErrors(1)
+		if n := ctl.wrongStreams() - before; n > 0 && !strings.Contains(t.Name(), "WrongStream") {
 			t.Errorf("%d NCCL launches on a stream that is not the communicator's", n)
 		}
 		fakeMu.Unlock()
 	})
-	return fakeAPI, fakeCtl
+	return f.api, ctl
 }
 
 // connectFake connects a one-rank Transport to the fake library.

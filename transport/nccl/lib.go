@@ -75,6 +75,12 @@ func load(e searchEnv) (a *api, err error) {
 	bind(nh, &a.ncclCommInitRankCfg, "ncclCommInitRankConfig", false)
 	bind(nh, &a.ncclCommSplit, "ncclCommSplit", false)
 	bind(nh, &a.ncclCommFinalize, "ncclCommFinalize", false)
+	bind(nh, &a.ncclCommShrink, "ncclCommShrink", false)
+	bind(nh, &a.ncclCommGetUniqueId, "ncclCommGetUniqueId", false)
+	bind(nh, &a.ncclCommGrow, "ncclCommGrow", false)
+	if a.ncclCommGetUniqueId == nil || a.ncclCommGrow == nil { // one is no use without the other
+		a.ncclCommGetUniqueId, a.ncclCommGrow = nil, nil
+	}
 	req(&a.ncclCommDestroy, "ncclCommDestroy")
 	req(&a.ncclCommAbort, "ncclCommAbort")
 	req(&a.ncclCommCount, "ncclCommCount")

@@ -40,6 +40,16 @@ type Config struct {
 	// communicator when a call outlives its context (see the package doc).
 	// NCCL older than 2.14 has no non-blocking mode.
 	NonBlocking bool
+	// KeepForShrink keeps the communicator of all ranks when a call on it
+	// fails (a peer gone, a context that ended while NCCL ran), so that
+	// Shrink can make the next one from it with ncclCommShrink: later calls
+	// fail as after an abort, and Shrink (NCCL_SHRINK_ABORT) or Close ends
+	// what the failed call left running. It applies where NCCL has
+	// ncclCommShrink (2.27 and newer) and the communicator is blocking. A
+	// call blocked inside NCCL is aborted by the watchdog all the same.
+	// False means abort at once (ncclCommAbort), which tells peers on a
+	// network at once too.
+	KeepForShrink bool
 }
 
 // ErrNoDevice is wrapped by Connect, Alloc and DeviceCount when NCCL loads
@@ -77,7 +87,8 @@ type Transport struct {
 	life     context.Context
 	kill     context.CancelFunc
 	closed   atomic.Bool
-	mu       sync.Mutex // guards pairs, splits, started
+	failed   atomic.Bool // Fail kept main for Shrink
+	mu       sync.Mutex  // guards pairs, splits, started
 	started  bool
 	pairs    map[[2]int]*pairEntry
 	splits   int
@@ -169,6 +180,18 @@ func (t *Transport) Algorithm() string { return t.cfg.Algo }
 // store must stay open while the Transport is used: Send and Recv publish
 // the ids of their pair communicators through it on first use.
 func (t *Transport) Connect(ctx context.Context, store bootstrap.Store) error {
+	return t.connect(ctx, store, func() (*comm, error) {
+		id, err := t.exchangeID(ctx, t.prefix+"/id", t.rank == 0)
+		if err != nil {
+			return nil, err
+		}
+		return t.initComm(ctx, "the communicator of all ranks", t.size, id, t.rank)
+	})
+}
+
+// connect picks this rank's GPU and makes the communicator of all ranks
+// with create.
+func (t *Transport) connect(ctx context.Context, store bootstrap.Store, create func() (*comm, error)) error {
 	t.mu.Lock()
 	switch {
 	case t.closed.Load():
@@ -203,18 +226,21 @@ func (t *Transport) Connect(ctx context.Context, store bootstrap.Store) error {
 		}
 		os.Setenv("NCCL_ALGO", algo)
 	}
-	id, err := t.exchangeID(ctx, t.prefix+"/id", t.rank == 0)
+	c, err := create()
 	if err != nil {
 		return err
 	}
-	c, err := t.initComm(ctx, "the communicator of all ranks", t.size, id, t.rank)
-	if err != nil {
-		return err
-	}
+	c.keep = t.keeps(c)
 	t.mu.Lock()
 	t.main = c
 	t.mu.Unlock()
 	return nil
+}
+
+// keeps reports whether c, a communicator of all ranks, is kept after a
+// failed call (Config.KeepForShrink).
+func (t *Transport) keeps(c *comm) bool {
+	return t.cfg.KeepForShrink && t.a.ncclCommShrink != nil && c.blocking
 }
 
 // exchangeID returns the unique id published under key, which this rank
@@ -321,6 +347,19 @@ func (t *Transport) initComm(ctx context.Context, what string, n int, id uniqueI
 		}
 		return c, nil
 	}
+	if err := t.createBlocking(ctx, c, "ncclCommInitRank", func(h *uintptr) int32 {
+		return t.a.ncclCommInitRank(h, int32(n), id, int32(rank))
+	}); err != nil {
+		return fail(err)
+	}
+	return c, nil
+}
+
+// createBlocking sets c.h with create, a blocking NCCL call that makes a
+// communicator, run on a goroutine of its own: when ctx or the transport's
+// life ends first, it returns an error at once, and the goroutine aborts
+// the communicator if NCCL ever returns it.
+func (t *Transport) createBlocking(ctx context.Context, c *comm, call string, create func(h *uintptr) int32) error {
 	type result struct {
 		h uintptr
 		r int32
@@ -331,7 +370,7 @@ func (t *Transport) initComm(ctx context.Context, what string, n int, id uniqueI
 	go func() {
 		var res result
 		c.onDevice(func() error {
-			res.r = t.a.ncclCommInitRank(&res.h, int32(n), id, int32(rank))
+			res.r = create(&res.h)
 			return nil
 		})
 		if !state.CompareAndSwap(pending, delivered) && res.r == ncclSuccess {
@@ -347,18 +386,18 @@ func (t *Transport) initComm(ctx context.Context, what string, n int, id uniqueI
 	}
 	if state.CompareAndSwap(pending, abandoned) {
 		if t.life.Err() != nil {
-			return fail(transport.ErrClosed)
+			return transport.ErrClosed
 		}
-		return fail(fmt.Errorf("ncclCommInitRank did not return: %w; a rank is missing or stuck (if NCCL ever forms the communicator, it is aborted)", context.Cause(ctx)))
+		return fmt.Errorf("%s did not return: %w; a rank is missing or stuck (if NCCL ever forms the communicator, it is aborted)", call, context.Cause(ctx))
 	}
 	if res.h == 0 && res.r == ncclSuccess {
 		res = <-done // delivered while ctx ended
 	}
 	if res.r != ncclSuccess {
-		return fail(&CallError{Rank: rank, Call: "ncclCommInitRank", Code: res.r, Msg: t.a.ncclGetErrorString(res.r)})
+		return &CallError{Rank: c.rank, Call: call, Code: res.r, Msg: t.a.ncclGetErrorString(res.r)}
 	}
 	c.h = res.h
-	return c, nil
+	return nil
 }
 
 // ready returns the communicator of all ranks, or why there is none.

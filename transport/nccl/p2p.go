@@ -62,7 +62,7 @@ func (t *Transport) checkPeer(op string, peer int) error {
 	if peer < 0 || peer >= t.size || peer == t.rank {
 		return &transport.PeerError{Rank: peer, Op: op, Err: fmt.Errorf("%w: rank %d of %d", transport.ErrBadPeer, t.rank, t.size)}
 	}
-	if t.closed.Load() {
+	if t.closed.Load() || t.failed.Load() {
 		return &transport.PeerError{Rank: peer, Op: op, Err: transport.ErrClosed}
 	}
 	return nil
@@ -177,7 +177,7 @@ func (c *comm) message(ctx context.Context, hdr, body, hdrOut, bodyOut []byte) e
 	}
 	if !send {
 		if err := c.onDevice(func() error { return c.download(0, n) }); err != nil {
-			c.abort(err)
+			c.fault(err)
 			return err
 		}
 	}

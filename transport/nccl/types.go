@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/collkit/collkit/reduce"
+	"github.com/collkit/collkit/transport"
 )
 
 // uniqueIDBytes is NCCL_UNIQUE_ID_BYTES.
@@ -71,6 +72,13 @@ const (
 // ncclSplitNoColor is NCCL_SPLIT_NOCOLOR.
 const ncclSplitNoColor = -1
 
+// ncclCommShrink's flags: NCCL_SHRINK_DEFAULT, and NCCL_SHRINK_ABORT, which
+// first ends the operations the parent left unfinished (after an error).
+const (
+	ncclShrinkDefault = 0x00
+	ncclShrinkAbort   = 0x01
+)
+
 // CUDA driver API values (cuda.h).
 const (
 	cuSuccess              = 0
@@ -93,6 +101,8 @@ const (
 	ncclUint8           = 1
 	ncclVersionCode2_10 = 21000 // ncclAvg and ncclBfloat16 appeared
 	ncclVersionCode2_24 = 22400 // NCCL_ALGO takes a collective: "allreduce:tree"
+	ncclVersionCode2_27 = 22700 // ncclCommShrink
+	ncclVersionCode2_29 = 22900 // ncclCommGrow and ncclCommGetUniqueId
 	ncclVersionCode2_30 = 23000 // several ranks on one GPU (NCCL_MULTI_RANK_GPU_ENABLE=1)
 )
 
@@ -191,3 +201,7 @@ func (e *CallError) Error() string {
 func (e *CallError) Remote() bool {
 	return len(e.Call) > 4 && e.Call[:4] == "nccl" && e.Code == ncclRemoteError
 }
+
+// Is makes errors.Is(err, transport.ErrPeerGone) true for a remote error:
+// NCCL reports a peer whose process exited, or whose network failed, so.
+func (e *CallError) Is(target error) bool { return target == transport.ErrPeerGone && e.Remote() }

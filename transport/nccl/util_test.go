@@ -9,19 +9,22 @@ import (
 	"github.com/collkit/collkit/transport"
 )
 
-// fakeDir holds the fake library the binding tests build; TestMain removes it.
-var fakeDir string
+// fakeDirs hold the fake libraries the binding tests build; TestMain
+// removes them.
+var fakeDirs []string
 
 func mkdirTemp() (string, error) {
 	d, err := os.MkdirTemp("", "collkit-fake-nccl-")
-	fakeDir = d
+	if err == nil {
+		fakeDirs = append(fakeDirs, d)
+	}
 	return d, err
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if fakeDir != "" {
-		os.RemoveAll(fakeDir)
+	for _, d := range fakeDirs {
+		os.RemoveAll(d)
 	}
 	os.Exit(code)
 }
