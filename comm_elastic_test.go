@@ -575,31 +575,33 @@ func shrinkWithout(t *testing.T, store bootstrap.Store, n, victim int, opts Opti
 	return out, ids
 }
 
-// A shrink over tcp connects the new generation from the survivors' alive
-// notes: the addresses the tcp transport dials and the node names are the
-// ones the notes give, nothing is exchanged under the generation's keys,
-// and a ring communicator gets no shared memory inside the node. The
-// hierarchical algorithm still gets its shared memory.
+// A shrink connects the new generation from the survivors' alive notes:
+// over tcp the addresses the transport dials are the ones the notes give,
+// the node names too, and nothing is exchanged under the generation's keys
+// (no addresses, node names or, over shm, host names); a ring
+// communicator gets no shared memory inside the node, a hierarchical one
+// still does.
 func TestShrinkConnectsFromNotes(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	for _, algo := range []string{"ring", "hierarchical"} {
-		t.Run(algo, func(t *testing.T) {
-			shm := algo == "hierarchical"
-			if err := shmAvailable(); shm && err != nil {
+	for _, c := range []struct{ transport, algo string }{{"tcp", "ring"}, {"tcp", "hierarchical"}, {"shm", "ring"}} {
+		t.Run(c.transport+"/"+c.algo, func(t *testing.T) {
+			intra := c.transport == "tcp" && c.algo == "hierarchical"
+			if err := shmAvailable(); (intra || c.transport == "shm") && err != nil {
 				t.Skipf("no shared memory here: %v", err)
 			}
 			store := &keyLog{MemStore: bootstrap.NewMemStore()}
-			next, ids := shrinkWithout(t, store, 4, 1, Options{Transport: "tcp", Algorithm: algo, ElasticWait: 5 * time.Second})
+			next, ids := shrinkWithout(t, store, 4, 1, Options{Transport: c.transport, Algorithm: c.algo, ElasticWait: 5 * time.Second})
 			runSteps(t, next, ids, 3)
 			for _, k := range store.under("collkit/elastic/1/c/") {
-				if strings.Contains(k, "tcp/addr/") || strings.Contains(k, "collkit/node/") || (!shm && strings.Contains(k, "collkit/intra/")) {
+				if strings.Contains(k, "tcp/addr/") || strings.Contains(k, "collkit/node/") || strings.Contains(k, "collkit/shm/host/") ||
+					(!intra && strings.Contains(k, "collkit/intra/")) {
 					t.Errorf("generation 1 exchanged %s through the store", k)
 				}
 			}
-			if intra := store.under("collkit/elastic/1/c/collkit/intra/"); shm && len(intra) == 0 {
+			if keys := store.under("collkit/elastic/1/c/collkit/intra/"); intra && len(keys) == 0 {
 				t.Error("hierarchical over tcp connected no shared memory inside the node")
 			}
-			for i, c := range next {
+			for i, nc := range next {
 				b, err := store.Get(context.Background(), elasticKey(1, "alive/"+strconv.Itoa(ids[i])))
 				if err != nil {
 					t.Fatal(err)
@@ -608,18 +610,22 @@ func TestShrinkConnectsFromNotes(t *testing.T) {
 				if err := json.Unmarshal(b, &note); err != nil {
 					t.Fatalf("process %d's alive note %q: %v", ids[i], b, err)
 				}
-				addr, _ := unwrap(c.base).(interface{ Addr() string })
-				if addr == nil || note.Addr == "" || note.Addr != addr.Addr() {
-					t.Errorf("process %d's note gives address %q; its transport listens on %v", ids[i], note.Addr, addr)
+				if c.transport == "tcp" {
+					addr, _ := unwrap(nc.base).(interface{ Addr() string })
+					if addr == nil || note.Addr == "" || note.Addr != addr.Addr() {
+						t.Errorf("process %d's note gives address %q; its transport listens on %v", ids[i], note.Addr, addr)
+					}
+				} else if note.Addr != "" {
+					t.Errorf("process %d's note gives address %q over %s", ids[i], note.Addr, c.transport)
 				}
 				if note.Node != nodeName() {
 					t.Errorf("process %d's note names node %q, want %q", ids[i], note.Node, nodeName())
 				}
-				if (c.intra != nil) != shm {
-					t.Errorf("rank %d: intra-node transport %v with %s, want one: %v", c.Rank(), c.intra, algo, shm)
+				if (nc.intra != nil) != intra {
+					t.Errorf("rank %d: intra-node transport %v with %s over %s, want one: %v", nc.Rank(), nc.intra, c.algo, c.transport, intra)
 				}
-				if nodes := c.Nodes(); !slices.Equal(nodes, make([]int, len(next))) {
-					t.Errorf("rank %d: nodes %v, want every rank on node 0", c.Rank(), nodes)
+				if nodes := nc.Nodes(); !slices.Equal(nodes, make([]int, len(next))) {
+					t.Errorf("rank %d: nodes %v, want every rank on node 0", nc.Rank(), nodes)
 				}
 			}
 		})
