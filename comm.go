@@ -136,7 +136,11 @@ type Options struct {
 	// main transport) or "nccl" (NCCL inside every node, one of a single
 	// rank included, and the main transport, tcp or rdma, between nodes;
 	// its error wraps nccl.ErrNotAvailable where NCCL is not installed).
-	// Empty means shm where /dev/shm exists.
+	// Empty means shm where /dev/shm exists; for the later generations of
+	// an elastic communicator (Shrink, Grow, Join), only when
+	// Options.Algorithm is hierarchical or one a program registered, so
+	// that a shrink does not wait for a transport the algorithm never
+	// uses: set "shm" to have it for a SetAlgorithm("hierarchical") later.
 	IntraNode string
 }
 

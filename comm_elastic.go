@@ -8,10 +8,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/collkit/collkit/bootstrap"
@@ -31,10 +31,13 @@ import (
 // collkit/elastic/<g>/:
 //
 //	alive/<id>   the process takes part in round g; the value lists the
-//	             ids it saw die (the suspects)
+//	             ids it saw die (the suspects), names its node and, over
+//	             tcp, gives the address it listens on for generation g
 //	joiners      how many processes asked to join in round g (a counter)
 //	joiner/<n>   the id of the n-th of them
 //	members      the decision: the ids of generation g in rank order
+//	ready/<id>   whether the member connected generation g
+//	verdict      whether generation g connected, for all (see establish)
 //	c/...        the keys the new transport connects through
 //
 // The agreement. Each member of generation g-1 that enters round g
@@ -64,20 +67,35 @@ import (
 // one is no longer heard from. A member whose connection succeeded meets
 // the others in round g+1 when its first collective fails.
 //
-// The new transport is connected afresh through the round's keys (c/), as
+// The new transport is connected afresh under the round's keys (c/), as
 // ConnectStore connects: tcp, shm, rdma, the hierarchical layouts and the
-// hybrid's node communicators (IntraNode "nccl"). Over --transport nccl the
-// first try of a generation makes the NCCL communicator from the previous
-// one when every member can: ncclCommShrink after Shrink (NCCL 2.27 and
-// newer; NCCL_SHRINK_ABORT when a member's communicator had a failed call,
-// but none with an asynchronous error such as a reported death, which
-// NCCL refuses to shrink),
-// ncclCommGrow after Grow (NCCL 2.29 and newer; joiners join with the new
-// rank 0's grow id). Otherwise each member aborts its failed NCCL
-// communicator and makes a new one (ncclCommInitRank) through the store.
-// The new rank 0 decides which for all; see comm_elastic_nccl.go. Neither
-// NCCL path has run on a GPU yet: they are tested against the fake NCCL
-// of transport/nccl's tests (the GPU run is a separate issue).
+// hybrid's node communicators (IntraNode "nccl"). Every store round trip
+// of a shrink is time the survivors wait (over etcd each write is a
+// consensus round), so the members connect generation g with what their
+// alive notes of round g say rather than with exchanges of their own: the
+// node names group the ranks (and tell shm where each rank runs), and over
+// tcp each process listens before it publishes alive, so that the
+// transport dials the addresses in the notes. Every member reads the same
+// notes from the store, so all take the same path; a note that lacks a
+// name or an address makes all exchange them under c/ instead. Shared
+// memory inside nodes (Options.IntraNode) is connected for a later
+// generation only when its algorithm can use it. Each wait for several
+// keys (the candidates' alive keys, the members' ready keys and the
+// verdict) is one watch (bootstrap.Watch). None of this changes what is
+// agreed or by whom: the notes are read after the decision, from members
+// only.
+//
+// Over --transport nccl the first try of a generation makes the NCCL
+// communicator from the previous one when every member can: ncclCommShrink
+// after Shrink (NCCL 2.27 and newer; NCCL_SHRINK_ABORT when a member's
+// communicator had a failed call, but none with an asynchronous error such
+// as a reported death, which NCCL refuses to shrink), ncclCommGrow after
+// Grow (NCCL 2.29 and newer; joiners join with the new rank 0's grow id).
+// Otherwise each member aborts its failed NCCL communicator and makes a new
+// one (ncclCommInitRank) through the store. The new rank 0 decides which
+// for all; see comm_elastic_nccl.go. Neither NCCL path has run on a GPU
+// yet: they are tested against the fake NCCL of transport/nccl's tests
+// (the GPU run is a separate issue).
 
 // DefaultElasticWait is Options.ElasticWait when zero.
 const DefaultElasticWait = 10 * time.Second
@@ -281,10 +299,10 @@ func (c *Comm) next(ctx context.Context, what string, grow bool) (*Comm, error) 
 	c.mu.Unlock()
 	el := *c.el
 	self := el.ids[c.rank]
-	members, err := agree(ctx, el, self, suspects, grow)
+	members, r, err := agree(ctx, el, self, suspects, grow)
 	var nc *Comm
 	if err == nil {
-		nc, err = establish(ctx, elastic{store: el.store, env: el.env, opts: el.opts, gen: el.gen + 1, ids: members}, self, c)
+		nc, err = establish(ctx, elastic{store: el.store, env: el.env, opts: el.opts, gen: el.gen + 1, ids: members}, self, r, c)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("collkit: rank %d (%s): %s from generation %d: %w", c.rank, procName(self), what, el.gen, err)
@@ -299,12 +317,13 @@ func (c *Comm) next(ctx context.Context, what string, grow bool) (*Comm, error) 
 // is made with the store's Create (ok only when every member said so). When
 // it fails (a member died, or connected too late), the members run the
 // next round over the same candidates, suspecting those that did not say,
-// and try again. from is the communicator of the previous generation on a
+// and try again. r is what this process brings from the round that chose
+// the members; from is the communicator of the previous generation on a
 // member of it (nil on a joiner), whose NCCL communicator the first try
 // may make the new one from (comm_elastic_nccl.go).
-func establish(ctx context.Context, el elastic, self int, from *Comm) (*Comm, error) {
+func establish(ctx context.Context, el elastic, self int, r round, from *Comm) (*Comm, error) {
 	for first := true; ; first = false {
-		nc, err := el.connect(ctx, self, from, first)
+		nc, err := el.connect(ctx, self, r, from, first)
 		v, serr := el.settle(ctx, self, err == nil)
 		if serr == nil && v.OK {
 			return nc, nil
@@ -325,10 +344,11 @@ func establish(ctx context.Context, el elastic, self int, from *Comm) (*Comm, er
 				errors.New("another member failed to connect"))))
 		}
 		el.log().Info("elastic: generation failed to connect; next round", "generation", el.gen, "missing", missing, "err", err)
-		members, err := agree(ctx, el, self, missing, false)
+		members, next, err := agree(ctx, el, self, missing, false)
 		if err != nil {
 			return nil, err
 		}
+		r = next
 		el = elastic{store: el.store, env: el.env, opts: el.opts, gen: el.gen + 1, ids: members}
 	}
 }
@@ -359,61 +379,40 @@ func (el elastic) settle(ctx context.Context, self int, connected bool) (verdict
 	}
 	wctx, cancel := context.WithTimeout(ctx, 2*el.opts.elasticWait())
 	defer cancel()
-	type said struct {
-		id  int
-		ok  bool
-		in  bool   // said anything
-		won []byte // the verdict, for id -1
-	}
-	answers := make(chan said, len(el.ids)+1)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
+	// One watch (etcd watches the round's prefix once) on the others'
+	// ready keys, then the verdict key, the last of keys.
+	var others []int
+	var keys []string
 	for _, id := range el.ids {
-		if id == self {
-			continue
+		if id != self {
+			others = append(others, id)
+			keys = append(keys, elasticKey(el.gen, "ready/"+strconv.Itoa(id)))
 		}
-		wg.Go(func() {
-			b, err := el.store.Get(wctx, elasticKey(el.gen, "ready/"+strconv.Itoa(id)))
-			answers <- said{id: id, ok: err == nil && string(b) == "ok", in: err == nil}
-		})
 	}
-	wg.Go(func() {
-		b, err := el.store.Get(wctx, elasticKey(el.gen, "verdict"))
-		answers <- said{id: -1, in: err == nil, won: b}
-	})
+	keys = append(keys, elasticKey(el.gen, "verdict"))
 	all, silent := connected, map[int]bool{}
-	for _, id := range el.ids {
-		silent[id] = id != self
+	for _, id := range others {
+		silent[id] = true
 	}
 	var won []byte
-	for others, timedOut := len(el.ids)-1, false; others > 0 && won == nil && !timedOut; {
-		a := <-answers
-		if a.id >= 0 {
-			others--
-		}
-		switch {
-		case a.id == -1 && a.in:
-			won = a.won
-		case a.id == -1:
-			timedOut = true
-		case a.in:
-			silent[a.id] = false
-			all = all && a.ok
-		default:
-			all = false
-		}
+	if len(others) == 0 {
+		keys = nil // alone: it proposes
 	}
-	if won == nil && all && self != el.ids[0] && wctx.Err() == nil {
-		// Every member connected: the first proposes, the others take
-		// its verdict (every proposal is a write, a consensus round in
-		// etcd), unless it does not come within the wait.
-		if a := <-answers; a.in {
-			won = a.won
+	bootstrap.Watch(wctx, el.store, keys, func(i int, b []byte) bool {
+		if i == len(others) {
+			won = b
+			return false
 		}
-	}
+		delete(silent, others[i])
+		all = all && string(b) == "ok"
+		// Once every member said and all connected, the first proposes
+		// and the others take its verdict (every proposal is a write, a
+		// consensus round in etcd), unless it does not come within the
+		// wait.
+		return len(silent) > 0 || all && self != el.ids[0]
+	})
 	if won == nil {
-		v := verdict{OK: all}
+		v := verdict{OK: all && len(silent) == 0}
 		for _, id := range el.ids {
 			if silent[id] {
 				v.Missing = append(v.Missing, id)
@@ -451,96 +450,127 @@ func (c *Comm) suspects() []int {
 	return ids
 }
 
-// aliveNote is what a process publishes when it enters a round.
+// aliveNote is what a process publishes when it enters a round. Node and
+// Addr are what the members would otherwise exchange through the store,
+// one round trip each, to connect the generation.
 type aliveNote struct {
 	Suspects []int `json:"suspects,omitempty"`
+	// Node is the name of its node (nodeName), which groups the ranks
+	// for the hierarchical algorithm and says where shm ranks run.
+	Node string `json:"node,omitempty"`
+	// Addr is where it listens for the generation's tcp transport
+	// (round.ln); empty for other transports.
+	Addr string `json:"addr,omitempty"`
 }
 
-// agree runs round el.gen+1 for process self and returns its members.
-func agree(ctx context.Context, el elastic, self int, suspects []int, grow bool) ([]int, error) {
+// round is what a process brings from a round to the connection of the
+// generation it made: the alive notes it read, by process id (its own
+// too), and the listener its own note announced, or nil. Connecting the
+// generation takes the listener or closes it; so does close.
+type round struct {
+	notes map[int]aliveNote
+	ln    net.Listener
+}
+
+func (r round) close() {
+	if r.ln != nil {
+		r.ln.Close()
+	}
+}
+
+// enter makes the alive note of a process that enters a round with
+// suspects, and the round it starts. Over tcp it listens for the next
+// generation at once, so that its note can give the address; when it
+// cannot, the note gives none and the members exchange addresses through
+// the store.
+func enter(env bootstrap.Env, opts Options, self int, suspects []int) ([]byte, round) {
+	note := aliveNote{Suspects: suspects, Node: nodeName()}
+	var ln net.Listener
+	if opts.Transport == "" || opts.Transport == "tcp" {
+		var err error
+		if ln, err = net.Listen("tcp", net.JoinHostPort(tcpAddrFor(env), "0")); err == nil {
+			note.Addr = ln.Addr().String()
+		}
+	}
+	b, _ := json.Marshal(note)
+	return b, round{notes: map[int]aliveNote{self: note}, ln: ln}
+}
+
+// agree runs round el.gen+1 for process self and returns its members, and
+// the round for connecting them.
+func agree(ctx context.Context, el elastic, self int, suspects []int, grow bool) (members []int, r round, err error) {
 	gen := el.gen + 1
-	note, _ := json.Marshal(aliveNote{Suspects: suspects})
+	note, r := enter(el.env, el.opts, self, suspects)
+	defer func() {
+		if err != nil {
+			r.close()
+		}
+	}()
 	if err := el.store.Set(ctx, elasticKey(gen, "alive/"+strconv.Itoa(self)), note); err != nil {
-		return nil, fmt.Errorf("publishing that it is alive: %w", storeHint(err))
+		return nil, r, fmt.Errorf("publishing that it is alive: %w", storeHint(err))
 	}
 	candidates := slices.Clone(el.ids)
 	if grow {
 		joiners, err := joinersOf(ctx, el.store, gen, el.opts.elasticWait())
 		if err != nil {
-			return nil, err
+			return nil, r, err
 		}
 		candidates = append(candidates, joiners...)
 	}
-	heard := hear(ctx, el.store, gen, self, candidates, suspects, el.opts.elasticWait())
+	heard := hear(ctx, el.store, gen, self, candidates, suspects, el.opts.elasticWait(), r.notes)
 	proposal, _ := json.Marshal(heard)
 	won, err := bootstrap.Create(ctx, el.store, elasticKey(gen, "members"), proposal)
 	if err != nil {
-		return nil, fmt.Errorf("proposing the members: %w", storeHint(err))
+		return nil, r, fmt.Errorf("proposing the members: %w", storeHint(err))
 	}
-	var members []int
 	if err := json.Unmarshal(won, &members); err != nil {
-		return nil, fmt.Errorf("the store holds a decision that is not a list of ids: %q", won)
+		return nil, r, fmt.Errorf("the store holds a decision that is not a list of ids: %q", won)
 	}
 	if len(members) > 0 && members[0] == self { // one write per round: each costs a consensus round in etcd
 		el.store.Set(ctx, latestKey, []byte(strconv.Itoa(gen))) // a hint for Join; the decision is the members key
 	}
 	if !slices.Contains(members, self) {
-		return nil, fmt.Errorf("%w: the others decided generation %d without it (members %s): it was suspected dead, or did not come within Options.ElasticWait (%v); exit, or Join the job again",
+		return nil, r, fmt.Errorf("%w: the others decided generation %d without it (members %s): it was suspected dead, or did not come within Options.ElasticWait (%v); exit, or Join the job again",
 			ErrExcluded, gen, procNames(members), el.opts.elasticWait())
 	}
-	return members, nil
+	return members, r, nil
 }
 
 // hear waits until every candidate has published alive in round gen or is
 // suspected by one that did, or wait passes, and returns those heard from,
-// in the order of candidates.
-func hear(ctx context.Context, store bootstrap.Store, gen, self int, candidates, suspects []int, wait time.Duration) []int {
+// in the order of candidates; it adds their notes to notes.
+func hear(ctx context.Context, store bootstrap.Store, gen, self int, candidates, suspects []int, wait time.Duration, notes map[int]aliveNote) []int {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	type arrival struct {
-		id   int
-		note aliveNote
-		ok   bool
-	}
-	arrivals := make(chan arrival, len(candidates))
-	stop := map[int]context.CancelFunc{}
-	var wg sync.WaitGroup
-	for _, id := range candidates {
-		if id == self {
-			continue
-		}
-		cctx, ccancel := context.WithCancel(ctx)
-		stop[id] = ccancel
-		wg.Go(func() {
-			b, err := store.Get(cctx, elasticKey(gen, "alive/"+strconv.Itoa(id)))
-			a := arrival{id: id, ok: err == nil}
-			if a.ok {
-				json.Unmarshal(b, &a.note)
-			}
-			arrivals <- a
-		})
-	}
-	defer wg.Wait()
-	defer cancel()
-	suspected := map[int]bool{}
 	heard := map[int]bool{self: true}
+	suspected := map[int]bool{}
 	suspect := func(ids []int) {
 		for _, id := range ids {
-			if !heard[id] && !suspected[id] {
-				suspected[id] = true
-				if s := stop[id]; s != nil {
-					s()
-				}
-			}
+			suspected[id] = !heard[id]
 		}
 	}
-	suspect(suspects)
-	for range len(stop) {
-		a := <-arrivals
-		if a.ok {
-			heard[a.id] = true
-			suspect(a.note.Suspects)
+	var others []int
+	var keys []string
+	for _, id := range candidates {
+		if id != self {
+			others = append(others, id)
+			keys = append(keys, elasticKey(gen, "alive/"+strconv.Itoa(id)))
 		}
+	}
+	waiting := func() bool {
+		return slices.ContainsFunc(others, func(id int) bool { return !heard[id] && !suspected[id] })
+	}
+	suspect(suspects)
+	if waiting() {
+		// One watch for all (etcd watches the common prefix once); an
+		// error (the wait passed) leaves those not heard from out.
+		bootstrap.Watch(ctx, store, keys, func(i int, b []byte) bool {
+			var note aliveNote
+			json.Unmarshal(b, &note)
+			heard[others[i]], notes[others[i]] = true, note
+			suspect(note.Suspects)
+			return waiting()
+		})
 	}
 	return slices.DeleteFunc(slices.Clone(candidates), func(id int) bool { return !heard[id] })
 }
@@ -568,31 +598,112 @@ func joinersOf(ctx context.Context, store bootstrap.Store, gen int, wait time.Du
 }
 
 // connect makes the communicator of generation el.gen for process self,
-// through the round's keys, within Options.ElasticWait. Over NCCL the
-// first try (first) may make it from the NCCL communicator of from, the
-// previous generation's communicator on this process (nil on a joiner).
-func (el elastic) connect(ctx context.Context, self int, from *Comm, first bool) (*Comm, error) {
+// through the round's keys, within Options.ElasticWait. Where every
+// member's alive note gives them, the node names and (tcp) the addresses
+// come from the notes rather than from exchanges through the store; it
+// takes r's listener or closes it. Over NCCL the first try (first) may
+// make it from the NCCL communicator of from, the previous generation's
+// communicator on this process (nil on a joiner).
+func (el elastic) connect(ctx context.Context, self int, r round, from *Comm, first bool) (*Comm, error) {
+	taken := false
+	defer func() {
+		if !taken {
+			r.close()
+		}
+	}()
 	env := el.env
 	env.Rank, env.Size, env.LocalSize = slices.Index(el.ids, self), len(el.ids), 0
 	opts := el.opts
 	opts.Nodes = nil // ranks moved: find the nodes by host name again
 	opts.SimulatedNodes = min(opts.SimulatedNodes, env.Size)
+	if opts.IntraNode == "" && !usesIntra(opts.Algorithm) {
+		// Shared memory inside the node serves only the hierarchical
+		// algorithm (and perhaps a registered one): connecting it would
+		// cost the shrink three more rounds through the store.
+		opts.IntraNode = "group"
+	}
 	ctx, cancel := context.WithTimeout(ctx, opts.elasticWait())
 	defer cancel()
 	store := bootstrap.WithPrefix(el.store, elasticKey(el.gen, "c/"))
-	var made transport.Transport
+	var made transport.Transport // NCCL's shrink or grow made it
 	if opts.Transport == "nccl" {
 		var err error
 		if made, err = el.fromNCCL(ctx, store, env, opts, self, from, first); err != nil {
 			return nil, err
 		}
 	}
-	nc, err := connectStore(ctx, env, store, opts, made)
+	notes, err := el.memberNotes(ctx, r.notes)
+	if err != nil {
+		if made != nil {
+			made.Close()
+		}
+		return nil, err
+	}
+	// Every member reads the same notes, so all take the same path.
+	names, addrs := make([][]byte, len(notes)), make([]string, len(notes))
+	for i, n := range notes {
+		names[i], addrs[i] = []byte(n.Node), n.Addr
+	}
+	known := !slices.ContainsFunc(notes, func(n aliveNote) bool { return n.Node == "" })
+	if known && opts.SimulatedNodes == 0 {
+		opts.Nodes = groupNames(names)
+	}
+	conn := connectTransport
+	switch {
+	case made != nil:
+		conn = func(context.Context, bootstrap.Env, bootstrap.Store, Options) (transport.Transport, error) {
+			t := made
+			made = nil
+			return t, nil
+		}
+	case r.ln != nil && !slices.Contains(addrs, ""):
+		conn = func(ctx context.Context, env bootstrap.Env, store bootstrap.Store, opts Options) (transport.Transport, error) {
+			taken = true
+			return connectTCPOn(ctx, env, store, opts, r.ln, addrs)
+		}
+	case known && opts.Transport == "shm":
+		conn = connectShmKnown(names)
+	}
+	nc, err := connectStore(ctx, env, store, opts, conn)
+	if made != nil {
+		made.Close() // connectStore failed before it took it
+	}
 	if err != nil {
 		return nil, err
 	}
 	nc.el = &el
 	return nc, nil
+}
+
+// memberNotes returns the alive note of every member of generation el.gen
+// in round el.gen, by rank: from notes, or else from the store, where
+// every member's note is (a proposer heard from each).
+func (el elastic) memberNotes(ctx context.Context, notes map[int]aliveNote) ([]aliveNote, error) {
+	out := make([]aliveNote, len(el.ids))
+	var keys []string
+	var at []int
+	for r, id := range el.ids {
+		if note, ok := notes[id]; ok {
+			out[r] = note
+		} else {
+			keys, at = append(keys, elasticKey(el.gen, "alive/"+strconv.Itoa(id))), append(at, r)
+		}
+	}
+	vals, err := bootstrap.GetMany(ctx, el.store, keys)
+	if err != nil {
+		return nil, fmt.Errorf("reading the members' alive notes: %w", storeHint(err))
+	}
+	for i, v := range vals {
+		json.Unmarshal(v, &out[at[i]]) // a note that says nothing: the members exchange what it lacks
+	}
+	return out, nil
+}
+
+// usesIntra reports whether the named algorithm may run on the intra-node
+// transport (AlgorithmSetup.Intra): hierarchical does, the other built-ins
+// do not, and one registered by a program may.
+func usesIntra(algorithm string) bool {
+	return algorithm == "hierarchical" || algorithm != "" && !slices.Contains(builtinAlgorithms, algorithm)
 }
 
 // handOver closes c, which nc replaces, giving nc the store c kept open.
@@ -653,26 +764,29 @@ func JoinStore(ctx context.Context, env bootstrap.Env, store bootstrap.Store, op
 	gen, err := bootstrap.Add(ctx, store, latestKey, 0)
 	for err == nil {
 		gen++
+		note, r := enter(env, opts, self, nil)
 		var members []int
-		if members, err = joinRound(ctx, store, int(gen), self); err == nil && slices.Contains(members, self) {
-			c, err := establish(ctx, elastic{store: store, env: env, opts: opts, gen: int(gen), ids: members}, self, nil)
+		if members, err = joinRound(ctx, store, int(gen), self, note); err == nil && slices.Contains(members, self) {
+			c, err := establish(ctx, elastic{store: store, env: env, opts: opts, gen: int(gen), ids: members}, self, r, nil)
 			if err != nil {
 				return nil, fmt.Errorf("collkit: join (%s): generation %d: %w", procName(self), gen, err)
 			}
 			return c, nil
 		}
+		r.close()
 	}
 	return nil, fmt.Errorf("collkit: join (%s): waiting for the members to call Grow: %w", procName(self), storeHint(err))
 }
 
-// joinRound asks to join in round gen and returns the members decided.
-func joinRound(ctx context.Context, store bootstrap.Store, gen, self int) ([]int, error) {
+// joinRound asks to join in round gen with its alive note and returns the
+// members decided.
+func joinRound(ctx context.Context, store bootstrap.Store, gen, self int, note []byte) ([]int, error) {
 	slot, err := bootstrap.Add(ctx, store, elasticKey(gen, "joiners"), 1)
 	if err == nil {
 		err = store.Set(ctx, elasticKey(gen, "joiner/"+strconv.FormatInt(slot-1, 10)), []byte(strconv.Itoa(self)))
 	}
 	if err == nil {
-		err = store.Set(ctx, elasticKey(gen, "alive/"+strconv.Itoa(self)), []byte("{}"))
+		err = store.Set(ctx, elasticKey(gen, "alive/"+strconv.Itoa(self)), note)
 	}
 	var won []byte
 	if err == nil {

@@ -3,6 +3,7 @@ package collkit
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -505,4 +506,175 @@ func TestShrinkThroughStoreServer(t *testing.T) {
 		}
 	}
 	cs[1].Close()
+}
+
+// keyLog is a MemStore that records the keys set in it, and lets a test
+// rewrite a value on its way in.
+type keyLog struct {
+	*bootstrap.MemStore
+	edit func(key string, value []byte) []byte // nil: values go in as they are
+
+	mu   sync.Mutex
+	keys []string
+}
+
+func (s *keyLog) Set(ctx context.Context, key string, value []byte) error {
+	s.mu.Lock()
+	s.keys = append(s.keys, key)
+	s.mu.Unlock()
+	if s.edit != nil {
+		value = s.edit(key, value)
+	}
+	return s.MemStore.Set(ctx, key, value)
+}
+
+// under lists the keys set that start with prefix.
+func (s *keyLog) under(prefix string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ks []string
+	for _, k := range s.keys {
+		if strings.HasPrefix(k, prefix) {
+			ks = append(ks, k)
+		}
+	}
+	return ks
+}
+
+// shrinkWithout connects n ranks through store, kills process victim, and
+// returns the survivors' communicators of generation 1, with their ids.
+func shrinkWithout(t *testing.T, store bootstrap.Store, n, victim int, opts Options) ([]*Comm, []int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs := make([]*Comm, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Go(func() {
+			cs[r], errs[r] = ConnectStore(ctx, bootstrap.Env{Rank: r, Size: n, JobID: "elastic"}, store, opts)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	kill(cs[victim])
+	t.Cleanup(func() { cs[victim].Close() })
+	next := make([]*Comm, n)
+	for r := range n {
+		if r != victim {
+			wg.Go(func() {
+				if err := checkStep(ctx, cs[r], r, 0, 10); err == nil {
+					errs[r] = errors.New("all-reduce with a dead rank succeeded")
+					return
+				}
+				next[r], errs[r] = cs[r].Shrink(ctx)
+			})
+		}
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	var out []*Comm
+	var ids []int
+	for r, c := range next {
+		if c != nil {
+			out, ids = append(out, c), append(ids, r)
+			t.Cleanup(func() { c.Close() })
+		}
+	}
+	return out, ids
+}
+
+// A shrink connects the new generation from the survivors' alive notes:
+// over tcp the addresses the transport dials are the ones the notes give,
+// the node names too, and nothing is exchanged under the generation's keys
+// (no addresses, node names or, over shm, host names); a ring
+// communicator gets no shared memory inside the node, a hierarchical one
+// still does.
+func TestShrinkConnectsFromNotes(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	for _, c := range []struct{ transport, algo string }{{"tcp", "ring"}, {"tcp", "hierarchical"}, {"shm", "ring"}} {
+		t.Run(c.transport+"/"+c.algo, func(t *testing.T) {
+			intra := c.transport == "tcp" && c.algo == "hierarchical"
+			if err := shmAvailable(); (intra || c.transport == "shm") && err != nil {
+				t.Skipf("no shared memory here: %v", err)
+			}
+			store := &keyLog{MemStore: bootstrap.NewMemStore()}
+			next, ids := shrinkWithout(t, store, 4, 1, Options{Transport: c.transport, Algorithm: c.algo, ElasticWait: 5 * time.Second})
+			runSteps(t, next, ids, 3)
+			for _, k := range store.under("collkit/elastic/1/c/") {
+				if strings.Contains(k, "tcp/addr/") || strings.Contains(k, "collkit/node/") || strings.Contains(k, "collkit/shm/host/") ||
+					(!intra && strings.Contains(k, "collkit/intra/")) {
+					t.Errorf("generation 1 exchanged %s through the store", k)
+				}
+			}
+			if keys := store.under("collkit/elastic/1/c/collkit/intra/"); intra && len(keys) == 0 {
+				t.Error("hierarchical over tcp connected no shared memory inside the node")
+			}
+			for i, nc := range next {
+				b, err := store.Get(context.Background(), elasticKey(1, "alive/"+strconv.Itoa(ids[i])))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var note aliveNote
+				if err := json.Unmarshal(b, &note); err != nil {
+					t.Fatalf("process %d's alive note %q: %v", ids[i], b, err)
+				}
+				if c.transport == "tcp" {
+					addr, _ := unwrap(nc.base).(interface{ Addr() string })
+					if addr == nil || note.Addr == "" || note.Addr != addr.Addr() {
+						t.Errorf("process %d's note gives address %q; its transport listens on %v", ids[i], note.Addr, addr)
+					}
+				} else if note.Addr != "" {
+					t.Errorf("process %d's note gives address %q over %s", ids[i], note.Addr, c.transport)
+				}
+				if note.Node != nodeName() {
+					t.Errorf("process %d's note names node %q, want %q", ids[i], note.Node, nodeName())
+				}
+				if (nc.intra != nil) != intra {
+					t.Errorf("rank %d: intra-node transport %v with %s over %s, want one: %v", nc.Rank(), nc.intra, c.algo, c.transport, intra)
+				}
+				if nodes := nc.Nodes(); !slices.Equal(nodes, make([]int, len(next))) {
+					t.Errorf("rank %d: nodes %v, want every rank on node 0", nc.Rank(), nodes)
+				}
+			}
+		})
+	}
+}
+
+// When the members' alive notes lack their addresses, or their node names
+// (as from processes that could not listen, or of a version that did not
+// say), the members exchange them through the store instead, and the
+// results stay exact. (Every process's own note lacks them too as the
+// others read it, so all see a note without them and connect alike.)
+func TestShrinkExchangesWhatNotesLack(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	for what, strip := range map[string]func(*aliveNote){
+		"tcp/addr/":     func(n *aliveNote) { n.Addr = "" },
+		"collkit/node/": func(n *aliveNote) { n.Node = "" },
+	} {
+		t.Run(what, func(t *testing.T) {
+			store := &keyLog{MemStore: bootstrap.NewMemStore(), edit: func(key string, value []byte) []byte {
+				if !strings.HasPrefix(key, elasticKey(1, "alive/")) {
+					return value
+				}
+				var note aliveNote
+				json.Unmarshal(value, &note)
+				strip(&note)
+				b, _ := json.Marshal(note)
+				return b
+			}}
+			next, ids := shrinkWithout(t, store, 4, 1, Options{Transport: "tcp", IntraNode: "group", ElasticWait: 5 * time.Second})
+			runSteps(t, next, ids, 3)
+			for r := range next {
+				key := "collkit/elastic/1/c/" + what + strconv.Itoa(r)
+				if !slices.Contains(store.under(key), key) {
+					t.Errorf("rank %d of generation 1 did not publish %s: the members connected without what the notes lacked", r, key)
+				}
+			}
+		})
+	}
 }

@@ -56,18 +56,33 @@ func shmAvailable() error {
 // one host.
 func connectShmJob(ctx context.Context, env bootstrap.Env, store bootstrap.Store, opts Options) (transport.Transport, error) {
 	host, _ := os.Hostname()
-	return connectShmOn(ctx, env, store, shm.Config{Rank: env.Rank, Size: env.Size, JobID: env.JobID}, host)
+	return connectShmOn(ctx, env, store, shm.Config{Rank: env.Rank, Size: env.Size, JobID: env.JobID}, host, nil)
+}
+
+// connectShmKnown is connectShmJob for ranks that know where every rank
+// runs (an elastic round told them: hosts[r] is rank r's node name), so
+// that they need not exchange host names.
+func connectShmKnown(hosts [][]byte) func(context.Context, bootstrap.Env, bootstrap.Store, Options) (transport.Transport, error) {
+	return func(ctx context.Context, env bootstrap.Env, store bootstrap.Store, opts Options) (transport.Transport, error) {
+		if err := shmAvailable(); err != nil {
+			return nil, err
+		}
+		return connectShmOn(ctx, env, store, shm.Config{Rank: env.Rank, Size: env.Size, JobID: env.JobID}, string(hosts[env.Rank]), hosts)
+	}
 }
 
 // connectShmOn connects the shm transport of cfg, this rank running on
-// host. Ranks on different hosts cannot share segments; the shm error then
-// says that a peer's segment is missing, and this adds which ranks run
-// where. Host names alone do not refuse the job: containers on one machine
-// can have different names and share /dev/shm.
-func connectShmOn(ctx context.Context, env bootstrap.Env, store bootstrap.Store, cfg shm.Config, host string) (transport.Transport, error) {
-	hosts, err := bootstrap.Exchange(ctx, store, "collkit/shm/host", env.Rank, env.Size, []byte(host))
-	if err != nil {
-		return nil, fmt.Errorf("shm: rank %d: exchanging host names: %w", env.Rank, err)
+// host, the ranks on hosts (exchanged through store when nil). Ranks on
+// different hosts cannot share segments; the shm error then says that a
+// peer's segment is missing, and this adds which ranks run where. Host
+// names alone do not refuse the job: containers on one machine can have
+// different names and share /dev/shm.
+func connectShmOn(ctx context.Context, env bootstrap.Env, store bootstrap.Store, cfg shm.Config, host string, hosts [][]byte) (transport.Transport, error) {
+	if hosts == nil {
+		var err error
+		if hosts, err = bootstrap.Exchange(ctx, store, "collkit/shm/host", env.Rank, env.Size, []byte(host)); err != nil {
+			return nil, fmt.Errorf("shm: rank %d: exchanging host names: %w", env.Rank, err)
+		}
 	}
 	t, err := shm.New(cfg)
 	if err = connect(ctx, store, t, err); err != nil {

@@ -121,37 +121,28 @@ func (c *Comm) failure() error {
 // Every communicator of one job needs its own keys: connect the second and
 // later ones through bootstrap.WithPrefix.
 func ConnectStore(ctx context.Context, env bootstrap.Env, store bootstrap.Store, opts Options) (*Comm, error) {
-	return connectStore(ctx, env, store, opts, nil)
+	return connectStore(ctx, env, store, opts, connectTransport)
 }
 
-// connectStore is ConnectStore over made, a transport connected already
-// (an elastic generation's NCCL communicator made from the previous one),
-// or, when made is nil, one it connects. It closes made on error.
-func connectStore(ctx context.Context, env bootstrap.Env, store bootstrap.Store, opts Options, made transport.Transport) (*Comm, error) {
+// connectStore is ConnectStore with the transport connected by conn: an
+// elastic generation's members connect it with what their round told them
+// (comm_elastic.go).
+func connectStore(ctx context.Context, env bootstrap.Env, store bootstrap.Store, opts Options,
+	conn func(context.Context, bootstrap.Env, bootstrap.Store, Options) (transport.Transport, error)) (*Comm, error) {
 	if _, err := findAlgorithm(opts.Algorithm); err != nil {
-		if made != nil {
-			made.Close()
-		}
 		return nil, fmt.Errorf("collkit: rank %d: %w", env.Rank, err)
 	}
 	ctx, cancel := setupContext(ctx, opts)
 	defer cancel()
 	saved := opts // for the next generations (comm_elastic.go)
 	start := time.Now()
-	t := made
-	if t == nil {
-		var err error
-		if t, err = connectTransport(ctx, env, store, opts); err != nil {
-			return nil, fmt.Errorf("collkit: rank %d: %w", env.Rank, explain(ctx, err))
-		}
+	t, err := conn(ctx, env, store, opts)
+	if err != nil {
+		return nil, fmt.Errorf("collkit: rank %d: %w", env.Rank, explain(ctx, err))
 	}
 	connected := time.Since(start)
 	if opts.Nodes == nil && opts.SimulatedNodes == 0 {
-		name := os.Getenv("COLLKIT_NODE")
-		if name == "" {
-			name, _ = os.Hostname()
-		}
-		names, err := bootstrap.Exchange(ctx, store, "collkit/node", env.Rank, env.Size, []byte(name))
+		names, err := bootstrap.Exchange(ctx, store, "collkit/node", env.Rank, env.Size, []byte(nodeName()))
 		if err != nil {
 			t.Close()
 			return nil, fmt.Errorf("collkit: rank %d: exchanging node names: %w", env.Rank, err)
@@ -189,6 +180,16 @@ func connectStore(ctx context.Context, env bootstrap.Env, store bootstrap.Store,
 		}
 	}
 	return c, nil
+}
+
+// nodeName is the name of the node this process runs on, which groups the
+// ranks for the hierarchical algorithm: $COLLKIT_NODE, else the host name.
+func nodeName() string {
+	if name := os.Getenv("COLLKIT_NODE"); name != "" {
+		return name
+	}
+	name, _ := os.Hostname()
+	return name
 }
 
 func secretOf(env bootstrap.Env) []byte {

@@ -83,7 +83,7 @@ func TestShmOnDifferentHosts(t *testing.T) {
 		wg.Go(func() {
 			host := hosts[r]
 			cfg := shm.Config{Rank: r, Size: n, JobID: t.Name(), Dir: dirs[strings.Count(host, "b")]}
-			tr, err := connectShmOn(ctx, bootstrap.Env{Rank: r, Size: n}, store, cfg, host)
+			tr, err := connectShmOn(ctx, bootstrap.Env{Rank: r, Size: n}, store, cfg, host, nil)
 			if err == nil {
 				tr.Close()
 			}

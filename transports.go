@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"sync"
 
@@ -148,21 +149,37 @@ func connectTransport(ctx context.Context, env bootstrap.Env, store bootstrap.St
 }
 
 func connectTCP(ctx context.Context, env bootstrap.Env, store bootstrap.Store, opts Options) (transport.Transport, error) {
+	return connectTCPOn(ctx, env, store, opts, nil, nil)
+}
+
+// connectTCPOn is connectTCP on listener ln, when not nil, which it owns
+// from the call on, and with the peers' addresses when known (see
+// tcp.Config.Listener and Peers): an elastic round published them.
+func connectTCPOn(ctx context.Context, env bootstrap.Env, store bootstrap.Store, opts Options, ln net.Listener, peers []string) (transport.Transport, error) {
 	t, err := tcp.New(tcp.Config{
 		Rank:     env.Rank,
 		Size:     env.Size,
 		JobID:    env.JobID,
 		Secret:   secretOf(env),
 		TLS:      opts.TLS,
-		Addr:     bootstrap.LocalAddrFor(env.StoreAddr()),
+		Addr:     tcpAddrFor(env),
 		Streams:  opts.Streams,
 		SpinWait: opts.SpinWait,
+		Listener: ln,
+		Peers:    peers,
 	})
+	if err != nil && ln != nil {
+		ln.Close()
+	}
 	if err := connect(ctx, store, t, err); err != nil {
 		return nil, err
 	}
 	return t, nil
 }
+
+// tcpAddrFor is the address the tcp transport listens on: this host's on
+// the route to the store.
+func tcpAddrFor(env bootstrap.Env) string { return bootstrap.LocalAddrFor(env.StoreAddr()) }
 
 // connect connects t, just made by a transport's New with err, through
 // store, closing it when that fails; it returns New's error or Connect's.

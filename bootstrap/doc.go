@@ -25,5 +25,8 @@
 // MemStore is the same Store inside one process, for tests and for ranks run
 // as goroutines. ConnectLocal connects a whole job of a transport's ranks
 // through one, as goroutines of this process. Exchange and Barrier build the usual "every rank publishes,
-// then reads everyone's" step on any Store.
+// then reads everyone's" step on any Store; GetMany and Watch wait for
+// several keys at once (all of them, or each as it comes), through the
+// store's own MultiGetter or Watcher where it has one (etcd watches the
+// keys' common prefix once).
 package bootstrap

@@ -31,6 +31,14 @@ func (p prefixed) Add(ctx context.Context, key string, delta int64) (int64, erro
 	return Add(ctx, p.s, p.prefix+key, delta)
 }
 
+func (p prefixed) Watch(ctx context.Context, keys []string, found func(int, []byte) bool) error {
+	full := make([]string, len(keys))
+	for i, k := range keys {
+		full[i] = p.prefix + k
+	}
+	return Watch(ctx, p.s, full, found)
+}
+
 func (p prefixed) GetMany(ctx context.Context, keys []string) ([][]byte, error) {
 	full := make([]string, len(keys))
 	for i, k := range keys {

@@ -424,6 +424,43 @@ func GetMany(ctx context.Context, s Store, keys []string) ([][]byte, error) {
 	return out, nil
 }
 
+// Watch reports keys to found as they get values (see Watcher): through
+// s's own Watch, or with a Get per key, all at once, since a key that never
+// comes must not hold up the others.
+func Watch(ctx context.Context, s Store, keys []string, found func(i int, value []byte) bool) error {
+	if w, ok := s.(Watcher); ok {
+		return w.Watch(ctx, keys, found)
+	}
+	type got struct {
+		i   int
+		v   []byte
+		err error
+	}
+	results := make(chan got, len(keys))
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	gets, cancel := context.WithCancel(ctx)
+	defer cancel() // before the Wait: found may stop it before every key came
+	for i, k := range keys {
+		wg.Go(func() {
+			v, err := s.Get(gets, k)
+			results <- got{i, v, err}
+		})
+	}
+	for range keys {
+		r := <-results
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case r.err != nil:
+			return r.err
+		case !found(r.i, r.v):
+			return nil
+		}
+	}
+	return nil
+}
+
 // getManyParallel is how many keys GetMany waits for at once.
 const getManyParallel = 32
 

@@ -35,6 +35,19 @@ type MultiGetter interface {
 	GetMany(ctx context.Context, keys []string) ([][]byte, error)
 }
 
+// Watcher is implemented by stores that report several keys as they get
+// values more cheaply than with a wait per key: etcd reads and watches the
+// keys' common prefix once. Watch calls found with the index in keys and
+// the value of each key that has one, once per key, the keys that have
+// one already first, then the others as they are set, until found returns
+// false or every key was reported (it then returns nil), or ctx ends (it
+// returns ctx's error) or the store fails. found runs on one goroutine at
+// a time. The elastic agreement waits through it for whichever members
+// come (see Watch).
+type Watcher interface {
+	Watch(ctx context.Context, keys []string, found func(i int, value []byte) bool) error
+}
+
 // Adder is implemented by stores with atomic counters.
 type Adder interface {
 	// Add adds delta to the decimal integer stored under key (0 when key has

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -41,6 +42,7 @@ var (
 	_ bootstrap.Adder   = (*Store)(nil)
 
 	_ bootstrap.MultiGetter = (*Store)(nil)
+	_ bootstrap.Watcher     = (*Store)(nil)
 )
 
 // Dial connects to etcd as cfg says and checks that it answers, within ctx
@@ -109,16 +111,8 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 }
 
 // GetMany returns the values of keys (distinct) once all have one
-// (bootstrap.MultiGetter): it reads the keys' common prefix (the key
-// itself when there is one), and when some are missing, watches it, so
-// that waiting for n keys costs etcd two reads and one watch rather than n
-// of each.
-//
-// The watch starts at the store's current revision and the keys are read
-// once more after etcd confirmed it, so a value set in between is seen by
-// the read, and one set later by the watch. A watch asked to start at an
-// older revision would be caught up by etcd's background sync, which runs
-// every 100 ms: that was most of the time of an elastic shrink over etcd.
+// (bootstrap.MultiGetter), through Watch: waiting for n keys costs etcd
+// two reads and one watch rather than n of each.
 func (s *Store) GetMany(ctx context.Context, keys []string) ([][]byte, error) {
 	for _, k := range keys {
 		if err := bootstrap.CheckSizes(k, nil); err != nil {
@@ -126,21 +120,50 @@ func (s *Store) GetMany(ctx context.Context, keys []string) ([][]byte, error) {
 		}
 	}
 	out := make([][]byte, len(keys))
+	have := make([]bool, len(keys))
+	err := s.Watch(ctx, keys, func(i int, v []byte) bool {
+		out[i], have[i] = v, true
+		return true
+	})
+	if err != nil {
+		if i := slices.Index(have, false); i >= 0 {
+			return nil, &bootstrap.MissingKeyError{Index: i, Key: keys[i], Err: err}
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+// Watch reports keys (distinct) to found as they get values
+// (bootstrap.Watcher): it reads the keys' common prefix (the key itself
+// when there is one), and when some are missing, watches it.
+//
+// The watch starts at the store's current revision and the keys are read
+// once more after etcd confirmed it, so a value set in between is seen by
+// the read, and one set later by the watch. A watch asked to start at an
+// older revision would be caught up by etcd's background sync, which runs
+// every 100 ms: that was most of the time of an elastic shrink over etcd.
+func (s *Store) Watch(ctx context.Context, keys []string, found func(i int, value []byte) bool) error {
+	for _, k := range keys {
+		if err := bootstrap.CheckSizes(k, nil); err != nil {
+			return err
+		}
+	}
 	if len(keys) == 0 {
-		return out, nil
+		return nil
 	}
 	index := make(map[string]int, len(keys))
 	for i, k := range keys {
 		index[s.prefix+k] = i
 	}
-	left := len(index)
+	stopped := false
 	take := func(k, v []byte) {
-		if i, ok := index[string(k)]; ok {
+		if i, ok := index[string(k)]; ok && !stopped {
 			delete(index, string(k))
-			out[i] = append([]byte{}, v...)
-			left--
+			stopped = !found(i, append([]byte{}, v...))
 		}
 	}
+	done := func() bool { return stopped || len(index) == 0 }
 	common := s.prefix + commonPrefix(keys)
 	var wide []clientv3.OpOption // one key is read and watched alone
 	if len(keys) > 1 {
@@ -156,18 +179,18 @@ func (s *Store) GetMany(ctx context.Context, keys []string) ([][]byte, error) {
 		}
 		return nil
 	}
-	if err := read(); err != nil || left == 0 {
-		return out, err
+	if err := read(); err != nil || done() {
+		return err
 	}
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	for wr := range s.cli.Watch(wctx, common, append(wide, clientv3.WithCreatedNotify())...) {
 		if err := wr.Err(); err != nil {
-			return nil, s.missing(ctx, keys, index, err)
+			return s.missing(ctx, keys, index, err)
 		}
 		if wr.Created {
 			if err := read(); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		for _, ev := range wr.Events {
@@ -175,18 +198,18 @@ func (s *Store) GetMany(ctx context.Context, keys []string) ([][]byte, error) {
 				take(ev.Kv.Key, ev.Kv.Value)
 			}
 		}
-		if left == 0 {
-			return out, nil
+		if done() {
+			return nil
 		}
 	}
-	return nil, s.missing(ctx, keys, index, errors.New("the watch ended: the client was closed or lost etcd"))
+	return s.missing(ctx, keys, index, errors.New("the watch ended: the client was closed or lost etcd"))
 }
 
-// missing is GetMany's error: the first key still without a value.
+// missing is Watch's error: it names the first key still without a value.
 func (s *Store) missing(ctx context.Context, keys []string, index map[string]int, err error) error {
-	for i, k := range keys {
+	for _, k := range keys {
 		if _, ok := index[s.prefix+k]; ok {
-			return &bootstrap.MissingKeyError{Index: i, Key: k, Err: s.getErr(ctx, k, err)}
+			return s.getErr(ctx, k, err)
 		}
 	}
 	return s.getErr(ctx, keys[0], err)

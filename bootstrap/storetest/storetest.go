@@ -19,6 +19,77 @@ func Run(t *testing.T, newStore func(t *testing.T) bootstrap.Store) {
 	t.Run("Add", func(t *testing.T) { testAdd(t, newStore(t)) })
 	t.Run("CreateAddWakeGets", func(t *testing.T) { testWake(t, newStore(t)) })
 	t.Run("GetMany", func(t *testing.T) { testGetMany(t, newStore(t)) })
+	t.Run("Watch", func(t *testing.T) { testWatch(t, newStore(t)) })
+}
+
+// Watch (the store's own, when it has one) reports every key once with its
+// value, those set before it started first, stops when found says so, and
+// returns the context's error when a key never comes, after reporting the
+// others.
+func testWatch(t *testing.T, s bootstrap.Store) {
+	ctx := timeout(t)
+	set := func(k, v string) {
+		if err := s.Set(ctx, k, []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set("watch/0", "zero")
+	set("other", "not asked for")
+	keys := []string{"watch/2", "watch/0", "watch/10", "watch/1"}
+	type report struct {
+		i int
+		v string
+	}
+	reports := make(chan report, 2*len(keys))
+	done := make(chan error, 1)
+	go func() {
+		done <- bootstrap.Watch(ctx, s, keys, func(i int, v []byte) bool {
+			reports <- report{i, string(v)}
+			return true
+		})
+	}()
+	if r := <-reports; r != (report{1, "zero"}) {
+		t.Fatalf("Watch reported %s = %q first, want the key set before it: watch/0 = \"zero\"", keys[r.i], r.v)
+	}
+	set("watch/1", "one")
+	set("watch/10", "")
+	set("watch/2", "two")
+	if err := <-done; err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	close(reports)
+	got := map[int]string{1: "zero"}
+	for r := range reports {
+		if _, twice := got[r.i]; twice {
+			t.Errorf("Watch reported %s twice", keys[r.i])
+		}
+		got[r.i] = r.v
+	}
+	for i, want := range []string{"two", "zero", "", "one"} {
+		if v, ok := got[i]; !ok || v != want {
+			t.Errorf("Watch: %s = %q (reported %v), want %q", keys[i], v, ok, want)
+		}
+	}
+
+	calls := 0
+	err := bootstrap.Watch(ctx, s, []string{"watch/never", "watch/0"}, func(i int, v []byte) bool {
+		calls++
+		return false
+	})
+	if err != nil || calls != 1 {
+		t.Errorf("Watch whose found stops at the first key: %v after %d calls, want nil after 1", err, calls)
+	}
+
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	var seen []int
+	err = bootstrap.Watch(short, s, []string{"watch/never", "watch/2"}, func(i int, v []byte) bool {
+		seen = append(seen, i)
+		return true
+	})
+	if !errors.Is(err, context.DeadlineExceeded) || len(seen) != 1 || seen[0] != 1 {
+		t.Errorf("Watch of a key never set: %v, reported %v; want DeadlineExceeded after reporting [1]", err, seen)
+	}
 }
 
 // GetMany (the store's own, when it has one) waits for keys set before and

@@ -50,6 +50,19 @@ type Config struct {
 	// average longer);
 	// positive fixes it; negative disables polling.
 	SpinWait time.Duration
+	// Listener, when set, is the socket this rank accepts its peers on,
+	// opened by the caller so that it could tell its address before the
+	// ranks were numbered (collkit's elastic rounds do); Addr is then not
+	// used. The Transport closes it (Close, or a Connect that fails); a
+	// caller whose New fails still owns it. Nil means Connect listens on
+	// Addr.
+	Listener net.Listener
+	// Peers, when set, is the address every rank listens on, by rank
+	// (Listener's own at Rank), learned by the caller: Connect then dials
+	// them without exchanging addresses through its store, which is not
+	// used. It needs Listener. Nil means Connect publishes this rank's
+	// address in the store and reads the others'.
+	Peers []string
 }
 
 // Defaults and limits of Config.
@@ -82,6 +95,12 @@ func (c Config) withDefaults() (Config, error) {
 		return bad("SocketBuffer %d is negative", c.SocketBuffer)
 	case c.ConnectTimeout < 0:
 		return bad("ConnectTimeout %v is negative", c.ConnectTimeout)
+	case c.Peers != nil && c.Listener == nil:
+		return bad("Peers without a Listener: the others would dial an address nobody listens on")
+	case c.Peers != nil && len(c.Peers) != c.Size:
+		return bad("%d Peers for Size %d: give every rank's address, this one's too", len(c.Peers), c.Size)
+	case c.Peers != nil && c.Peers[c.Rank] != c.Listener.Addr().String():
+		return bad("Peers[%d] is %q but Listener listens on %s", c.Rank, c.Peers[c.Rank], c.Listener.Addr())
 	}
 	if c.Addr == "" {
 		c.Addr = "127.0.0.1"

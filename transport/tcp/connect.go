@@ -18,10 +18,11 @@ import (
 	"github.com/collkit/collkit/transport"
 )
 
-// Connect builds the full mesh: it listens on Config.Addr, publishes the
-// address under "tcp/addr/<rank>" in store, reads every other rank's, dials
-// each lower rank Streams times and accepts the connections of the higher
-// ranks. Each connection opens with a handshake that checks job id, ranks,
+// Connect builds the full mesh: it listens on Config.Addr (or takes
+// Config.Listener), publishes the address under "tcp/addr/<rank>" in store,
+// reads every other rank's (or takes Config.Peers, without the store),
+// dials each lower rank Streams times and accepts the connections of the
+// higher ranks. Each connection opens with a handshake that checks job id, ranks,
 // world size and stream count; connections from strangers are rejected and
 // logged while Connect keeps waiting for the real peers.
 //
@@ -65,6 +66,8 @@ func (t *Transport) Connect(ctx context.Context, store bootstrap.Store) (err err
 		if ln, err = t.connect(ctx, store, peers); err != nil {
 			return err
 		}
+	} else if t.cfg.Listener != nil {
+		t.cfg.Listener.Close() // no peer to accept
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -143,9 +146,12 @@ func (m *mesh) put(r, s int, c net.Conn) {
 // for pings.
 func (t *Transport) connect(ctx context.Context, store bootstrap.Store, peers []*peer) (net.Listener, error) {
 	cfg := t.cfg
-	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Addr, "0"))
-	if err != nil {
-		return nil, fmt.Errorf("tcp: rank %d cannot listen on %s: %w; set tcp.Config.Addr to an address of this host", cfg.Rank, cfg.Addr, err)
+	ln := cfg.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", net.JoinHostPort(cfg.Addr, "0")); err != nil {
+			return nil, fmt.Errorf("tcp: rank %d cannot listen on %s: %w; set tcp.Config.Addr to an address of this host", cfg.Rank, cfg.Addr, err)
+		}
 	}
 	self := ln.Addr().String()
 	t.mu.Lock()
@@ -207,10 +213,10 @@ func (t *Transport) connect(ctx context.Context, store bootstrap.Store, peers []
 		return false
 	}
 
-	addrs, err := bootstrap.Exchange(ctx, store, "tcp/addr", cfg.Rank, cfg.Size, []byte(self))
+	addrs, err := t.addresses(ctx, store, self)
 	if err != nil {
 		finish(false)
-		return nil, fmt.Errorf("tcp: rank %d: exchanging addresses through the store: %w", cfg.Rank, err)
+		return nil, err
 	}
 
 	mctx, mcancel := context.WithTimeout(actx, cfg.ConnectTimeout)
@@ -289,6 +295,24 @@ func (t *Transport) connect(ctx context.Context, store bootstrap.Store, peers []
 			"check that %s is reachable from their hosts (firewall, or the wrong interface: set tcp.Config.Addr) "+
 			"and look at their own errors",
 		missing, self, cfg.ConnectTimeout, context.DeadlineExceeded, why, self)}
+}
+
+// addresses returns every rank's address, by rank: Config.Peers, or else
+// what the ranks publish in store, this one self.
+func (t *Transport) addresses(ctx context.Context, store bootstrap.Store, self string) ([][]byte, error) {
+	cfg := t.cfg
+	if cfg.Peers != nil {
+		addrs := make([][]byte, len(cfg.Peers))
+		for r, a := range cfg.Peers {
+			addrs[r] = []byte(a)
+		}
+		return addrs, nil
+	}
+	addrs, err := bootstrap.Exchange(ctx, store, "tcp/addr", cfg.Rank, cfg.Size, []byte(self))
+	if err != nil {
+		return nil, fmt.Errorf("tcp: rank %d: exchanging addresses through the store: %w", cfg.Rank, err)
+	}
+	return addrs, nil
 }
 
 // dial connects stream s to rank r at addr, retrying with backoff until

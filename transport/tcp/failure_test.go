@@ -227,3 +227,36 @@ func TestPeekNotice(t *testing.T) {
 		t.Fatalf("Recv from rank 2 = %v, want its notice", err)
 	}
 }
+
+// Looking for a notice behind unread input takes a buffer as large as the
+// input, not peekMax: a failing rank inspects every peer, and 4 MiB per
+// peer cost it tens of milliseconds on a busy machine. The notice and the
+// message before it are both seen through it.
+func TestPeekSizesItsBuffer(t *testing.T) {
+	ts := newWorld(t, 2, nil, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	payload, reason := "unread payload", "rank 1 gave up: testing"
+	if err := ts[1].Send(ctx, 0, hdr(3), []byte(payload)); err != nil {
+		t.Fatal(err)
+	}
+	ts[1].Abort(reason)
+	in := 2*transport.HeaderSize + len(payload) + len(reason) // the message and the notice
+	s := ts[0].peers[1].streams[0]
+	var buf []byte
+	for {
+		st, got := s.peek(&buf)
+		if st == peerAborted {
+			if got != reason {
+				t.Fatalf("peek found the notice %q, want %q", got, reason)
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the notice never showed: peek says %d", st)
+		}
+	}
+	if cap(buf) != in+1 {
+		t.Errorf("peek's buffer holds %d bytes for %d bytes of input, want %d (one more than the input)", cap(buf), in, in+1)
+	}
+}

@@ -32,3 +32,13 @@ func shutDown(fd uintptr) bool {
 	n, err := unix.Poll(fds, 0)
 	return err == nil && n == 1 && fds[0].Revents&(unix.POLLRDHUP|unix.POLLHUP) != 0
 }
+
+// unread is how many bytes of input wait in socket fd's receive queue, or
+// peekMax when the kernel does not say.
+func unread(fd uintptr) int {
+	n, err := unix.IoctlGetInt(int(fd), unix.SIOCINQ)
+	if err != nil || n < 0 {
+		return peekMax
+	}
+	return n
+}

@@ -98,6 +98,74 @@ func TestConformanceStreams3(t *testing.T) {
 	})
 }
 
+// Listeners opened before the transports and every rank's address given
+// as Config.Peers: the ranks connect without a store (nil here, so that a
+// use of it would fail).
+func TestConformancePeers(t *testing.T) {
+	transporttest.Run(t, func(t testing.TB, size int) []transport.Transport {
+		lns := make([]net.Listener, size)
+		peers := make([]string, size)
+		for r := range lns {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			lns[r], peers[r] = ln, ln.Addr().String()
+		}
+		ts := make([]*Transport, size)
+		for r := range ts {
+			tr, err := New(Config{Rank: r, Size: size, JobID: "test", Listener: lns[r], Peers: peers, Streams: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr.log = quiet
+			ts[r] = tr
+		}
+		t.Cleanup(func() {
+			for _, tr := range ts {
+				tr.Close()
+			}
+		})
+		connect(t, nil, ts...)
+		for r, tr := range ts {
+			if tr.Addr() != peers[r] && size > 1 {
+				t.Errorf("rank %d advertises %s, want its listener's %s", r, tr.Addr(), peers[r])
+			}
+		}
+		return asTransports(ts)
+	})
+}
+
+// A listener given in Config is closed by Close even when the transport
+// never connected, and Peers that do not fit are refused.
+func TestListenerConfig(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	self := ln.Addr().String()
+	for _, cfg := range []Config{
+		{Rank: 0, Size: 2, Peers: []string{self, self}},                                    // no Listener
+		{Rank: 0, Size: 2, Listener: ln, Peers: []string{self}},                            // too few
+		{Rank: 1, Size: 2, Listener: ln, Peers: []string{self, "127.0.0.1:1"}},             // not its own
+		{Rank: 0, Size: 3, Listener: ln, Peers: []string{self, "127.0.0.1:1", self, self}}, // too many
+	} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("New accepted Peers %v for rank %d of %d (listener %v)", cfg.Peers, cfg.Rank, cfg.Size, cfg.Listener != nil)
+		}
+	}
+	tr, err := New(Config{Rank: 0, Size: 2, Listener: ln, Peers: []string{self, "127.0.0.1:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Close()
+	if c, err := net.DialTimeout("tcp", self, time.Second); err == nil {
+		c.Close()
+		t.Errorf("the listener at %s still accepts after Close", self)
+	}
+}
+
 func TestNew(t *testing.T) {
 	bad := []Config{
 		{Rank: 0, Size: 0},

@@ -120,6 +120,9 @@ func (t *Transport) Close() error {
 	if ln != nil {
 		ln.Close() // a ping from now on is refused: this rank is gone, not stuck
 	}
+	if t.cfg.Listener != nil {
+		t.cfg.Listener.Close() // Connect never took it
+	}
 	t.endLife()
 	for _, pr := range peers {
 		if pr != nil {
