@@ -221,14 +221,14 @@ func CollectiveAlgorithm(c *collkit.Comm, coll string, bytes int64) string {
 			return "dissemination"
 		}
 		return "ring"
-	case "allgather", "reducescatter":
+	case "reducescatter":
 		if bytes <= collkit.DefaultTreeBytes {
 			return "dissemination"
 		}
 		return "ring"
 	case "gather", "scatter":
 		return "dissemination"
-	case "alltoall":
+	case "allgather", "alltoall":
 		if bytes <= collkit.DefaultTreeBytes {
 			return "dissemination"
 		}

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/collkit/collkit/algo/halvingdoubling"
+	"github.com/collkit/collkit/algo/pairwise"
 	"github.com/collkit/collkit/algo/ring"
 	"github.com/collkit/collkit/algo/tree"
 	"github.com/collkit/collkit/transport"
@@ -51,6 +52,14 @@ var HalvingDoubling = Shape{
 	SmallBytes: halvingdoubling.DefaultDoublingMaxBytes,
 }
 
+// Pairwise is the shape of the two-shot all-reduce: two rounds of n-1
+// messages, 2(n-1)/n of the data per rank, as a ring's; its messages do
+// not wait for each other, which the fitted latency shows.
+var Pairwise = Shape{
+	Steps:  func(n int) float64 { return 2 * float64(n-1) },
+	Factor: func(n int) float64 { return 2 * float64(n-1) / float64(n) },
+}
+
 // pow2floor is the largest power of two <= n (n >= 1), log2floor its log.
 func pow2floor(n int) float64 { return float64(uint(1) << (bits.Len(uint(max(n, 1))) - 1)) }
 func log2floor(n int) float64 { return float64(bits.Len(uint(max(n, 1))) - 1) }
@@ -70,7 +79,8 @@ type Config struct {
 	Algorithms []Algorithm
 	// Table holds measured cost terms. Nil means the built-in table (see
 	// Builtin) for the transports it covers, and built-in shape terms for
-	// the others and for algorithms no table covers.
+	// the others. A candidate the table does not cover at a world size
+	// where it covers others is not chosen there.
 	Table *Table
 	// Transport is the name the Table's entries are keyed by ("tcp", ...).
 	Transport string
@@ -82,6 +92,7 @@ func Defaults() []Algorithm {
 		{Name: "ring", Run: ring.AllReduce, Shape: Ring},
 		{Name: "tree", Run: tree.AllReduce, Shape: Tree},
 		{Name: "halvingdoubling", Run: halvingdoubling.AllReduce, Shape: HalvingDoubling},
+		{Name: "pairwise", Run: pairwise.AllReduce, Shape: Pairwise},
 	}
 }
 
@@ -105,15 +116,27 @@ func (c Config) Choose(bytes int64, n int) (Algorithm, float64) {
 	if table == nil {
 		table, ranks = builtin, builtin.nearest(c.Transport, n)
 	}
+	fitted := func(a Algorithm) *Entry {
+		if e := table.entry(c.Transport, ranks, a.Name); e != nil && len(e.Fits) > 0 {
+			return e
+		}
+		return nil
+	}
+	// A candidate the table did not measure where it measured others is
+	// left out: its shape terms say nothing next to fitted ones.
+	measured := slices.ContainsFunc(algos, func(a Algorithm) bool { return fitted(a) != nil })
+	found := false
 	for i, a := range algos {
 		f, shapeAt := defaultFit, bytes
-		if e := table.entry(c.Transport, ranks, a.Name); e != nil && len(e.Fits) > 0 {
+		if e := fitted(a); e != nil {
 			f = fitFor(e.Fits, bytes)
 			shapeAt = f.MinBytes // the shape the band was fitted with
+		} else if measured {
+			continue
 		}
 		us := a.at(shapeAt).predict(f, n, bytes)
-		if i == 0 || us < bestUS {
-			best, bestUS = i, us
+		if !found || us < bestUS {
+			best, bestUS, found = i, us, true
 		}
 	}
 	return algos[best], bestUS
