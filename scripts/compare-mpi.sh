@@ -75,7 +75,8 @@ collkit() {
   [ "$coll" = allreduce ] || wanted=$(sizes $COLL_SIZES)
   csv=$out/collkit-$coll-$tr-np$np-rep$rep.csv
   local args=(--np "$np" --coll "$coll" --transport "$tr" -b "$lo" -e "$hi" -f 2 -c 1 -q --csv "$csv")
-  if [ "$coll" = allreduce ]; then args+=(--algo "$algos" --interleave); fi
+  # --seed turns which algorithm goes first at a size from round to round.
+  if [ "$coll" = allreduce ]; then args+=(--algo "$algos" --interleave --seed "$rep"); fi
   "$out/collbench" "${args[@]}" >"$out/collkit-$coll-$tr-np$np-rep$rep.txt"
   awk -F, -v c="$coll" -v t="$tr" -v n="$np" -v w="$wanted" '
     NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
@@ -153,7 +154,7 @@ grep -v '^headline ' "$raw" | sort -k1,1 -k2,2 -k3,3 -k4,4n -k5,5n -k6,6 -k7,7g 
   }
   { printf "| %s | %s | %s | %s | %s | %s (%s) | %s | %s | %s | %s | %s |\n", $1, $2, $3, size($4), us($5), us($6), $7, ratio($6, $5), us($8), ratio($8, $5), us($9), ratio($9, $5) }
 ' | tee "$out/table.md"
-grep '^headline ' "$raw" | sort -k2,2 -k3,3g | awk '
+{ grep '^headline ' "$raw" || true; } | sort -k2,2 -k3,3g | awk '
   { v[$2] = v[$2] " " $3; n[$2]++; all[$2, n[$2]] = $3 }
   END {
     if (!n["collkit"] || !n["mpi"]) exit

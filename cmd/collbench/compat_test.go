@@ -231,7 +231,7 @@ func TestPreflight(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "no entry for 4 ranks over tcp (it has 2 ranks over tcp)") {
 		t.Fatalf("a table for 2 ranks at 4: %v", err)
 	}
-	if line := tuningLine(o, 2); !strings.Contains(line, "fits 1 of adaptive's 3 candidates") {
+	if line := tuningLine(o, 2); !strings.Contains(line, "fits 1 of adaptive's 4 candidates") {
 		t.Errorf("header line %q: want the missing candidates named", line)
 	}
 }

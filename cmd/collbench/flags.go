@@ -77,7 +77,7 @@ func defineFlags(fs *pflag.FlagSet, o *options, c *compatFlags, raw *rawFlags) {
 	fs.IntVarP(&o.bench.Check, "check", "c", 1, "verified iterations per size (0 disables the check; #wrong is then N/A)")
 	fs.StringVarP(&raw.dtype, "datatype", "d", "float32", "element type, a comma-separated list, or all: float32, float64, int32, int64, uint8, float16, bfloat16")
 	fs.StringVarP(&raw.op, "op", "o", "sum", "reduction, a comma-separated list, or all: sum, prod, min, max, avg")
-	fs.Uint64Var(&o.bench.Seed, "seed", 1, "seed of the checked inputs")
+	fs.Uint64Var(&o.bench.Seed, "seed", 1, "seed of the checked inputs, and with --interleave of which algorithm goes first at each size")
 	fs.IntVar(&o.streams, "streams", 1, "TCP connections per peer")
 	o.spinWait = autoSpin
 	fs.Var(spinFlag{&o.spinWait}, "spin-wait", "how long a TCP receive polls, yielding the core between polls, before sleeping: auto (learned per peer from its recent waits) or a duration (0 disables)")
