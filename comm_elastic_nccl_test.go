@@ -96,6 +96,25 @@ func (a fakeCounts) minus(b fakeCounts) fakeCounts {
 
 // ended checks that every NCCL communicator the fake made during d was
 // ended (ncclCommDestroy or ncclCommAbort) exactly once.
+// shrankOrMade checks how a 4-rank job shrank to 3: with the full fake,
+// 3 ncclCommShrink with flags excluding rank out and no communicator made
+// anew; without it, the 3 survivors' made anew.
+func (d fakeCounts) shrankOrMade(t *testing.T, fc *fakeCounter, full bool, flags, out int32) {
+	t.Helper()
+	if !full {
+		if d.shrinks != 0 || d.inits != 4+3 {
+			t.Errorf("%d ncclCommShrink and %d ncclCommInitRank, want 0 and 7 (3 survivors made anew)", d.shrinks, d.inits)
+		}
+		return
+	}
+	var last [66]int32
+	fc.lastShrink(&last)
+	if d.shrinks != 3 || d.inits != 4 || last[0] != flags || last[1] != 1 || last[2] != out {
+		t.Errorf("%d ncclCommShrink (flags %d, excluded %v) and %d ncclCommInitRank; want 3 with flags %d excluding [%d], and 4",
+			d.shrinks, last[0], last[2:2+last[1]], d.inits, flags, out)
+	}
+}
+
 func (d fakeCounts) ended(t *testing.T) {
 	t.Helper()
 	if made := d.inits + d.shrinks + d.grows; d.aborts+d.destroys != made || d.live != 0 || d.endedTwice != 0 {
@@ -163,16 +182,7 @@ func elasticNCCL(t *testing.T, full bool, so string) {
 		}
 		d := fc.now().minus(before)
 		t.Logf("counts: %+v", d)
-		if full {
-			var last [66]int32
-			fc.lastShrink(&last)
-			if d.shrinks != 3 || d.inits != 4 || last[0] != 1 || last[1] != 1 || last[2] != 2 {
-				t.Errorf("%d ncclCommShrink (flags %d, excluded %v) and %d ncclCommInitRank; want 3 with NCCL_SHRINK_ABORT excluding [2], and 4",
-					d.shrinks, last[0], last[2:2+last[1]], d.inits)
-			}
-		} else if d.shrinks != 0 || d.inits != 4+3 {
-			t.Errorf("%d ncclCommShrink and %d ncclCommInitRank, want 0 and 7 (3 survivors made anew)", d.shrinks, d.inits)
-		}
+		d.shrankOrMade(t, fc, full, 1, 2) // NCCL_SHRINK_ABORT
 		d.ended(t)
 	})
 	// Every survivor's ncclCommShrink fails at once (the fake's mode 5): no
@@ -263,16 +273,7 @@ func elasticNCCL(t *testing.T, full bool, so string) {
 		}
 		d := fc.now().minus(before)
 		t.Logf("counts: %+v", d)
-		if full {
-			var last [66]int32
-			fc.lastShrink(&last)
-			if d.shrinks != 3 || d.inits != 4 || last[0] != 0 || last[1] != 1 || last[2] != 3 {
-				t.Errorf("%d ncclCommShrink (flags %d, excluded %v) and %d ncclCommInitRank; want 3 with NCCL_SHRINK_DEFAULT excluding [3], and 4",
-					d.shrinks, last[0], last[2:2+last[1]], d.inits)
-			}
-		} else if d.shrinks != 0 || d.inits != 4+3 {
-			t.Errorf("%d ncclCommShrink and %d ncclCommInitRank, want 0 and 7", d.shrinks, d.inits)
-		}
+		d.shrankOrMade(t, fc, full, 0, 3) // NCCL_SHRINK_DEFAULT
 		d.ended(t)
 	})
 	// A revoke with every rank alive: the same members again, which
