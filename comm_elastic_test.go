@@ -482,23 +482,7 @@ func TestShrinkThroughStoreServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	kill(cs[1])
-	next := make([]*Comm, n)
-	for r := range n {
-		if r == 1 {
-			continue
-		}
-		wg.Go(func() {
-			if err := checkStep(ctx, cs[r], r, 0, 10); err == nil {
-				errs[r] = errors.New("all-reduce with a dead rank succeeded")
-				return
-			}
-			next[r], errs[r] = cs[r].Shrink(ctx)
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
+	next := survivorsShrink(ctx, t, cs, 1)
 	runSteps(t, []*Comm{next[0], next[2], next[3]}, []int{0, 2, 3}, 3)
 	for _, c := range next {
 		if c != nil {
@@ -541,6 +525,33 @@ func (s *keyLog) under(prefix string) []string {
 	return ks
 }
 
+// survivorsShrink checks on every rank but victim (killed) that an
+// all-reduce fails, then shrinks it; it returns the new communicators by
+// old rank, nil at victim.
+func survivorsShrink(ctx context.Context, t *testing.T, cs []*Comm, victim int) []*Comm {
+	t.Helper()
+	next := make([]*Comm, len(cs))
+	errs := make([]error, len(cs))
+	var wg sync.WaitGroup
+	for r := range cs {
+		if r == victim {
+			continue
+		}
+		wg.Go(func() {
+			if err := checkStep(ctx, cs[r], r, 0, 10); err == nil {
+				errs[r] = errors.New("all-reduce with a dead rank succeeded")
+				return
+			}
+			next[r], errs[r] = cs[r].Shrink(ctx)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	return next
+}
+
 // shrinkWithout connects n ranks through store, kills process victim, and
 // returns the survivors' communicators of generation 1, with their ids.
 func shrinkWithout(t *testing.T, store bootstrap.Store, n, victim int, opts Options) ([]*Comm, []int) {
@@ -561,22 +572,7 @@ func shrinkWithout(t *testing.T, store bootstrap.Store, n, victim int, opts Opti
 	}
 	kill(cs[victim])
 	t.Cleanup(func() { cs[victim].Close() })
-	next := make([]*Comm, n)
-	for r := range n {
-		if r != victim {
-			wg.Go(func() {
-				if err := checkStep(ctx, cs[r], r, 0, 10); err == nil {
-					errs[r] = errors.New("all-reduce with a dead rank succeeded")
-					return
-				}
-				next[r], errs[r] = cs[r].Shrink(ctx)
-			})
-		}
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
+	next := survivorsShrink(ctx, t, cs, victim)
 	var out []*Comm
 	var ids []int
 	for r, c := range next {
