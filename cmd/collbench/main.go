@@ -484,9 +484,7 @@ func runInterleaved(ctx context.Context, comm *collkit.Comm, tr string, opts opt
 			// of load 1.35x as fast as the rest, whichever algorithm it
 			// is), so which one goes first turns with the size, the round
 			// and the seed.
-			first := (q + k + int(base.Seed%uint64(len(opts.algos)))) % len(opts.algos)
-			for j := range opts.algos {
-				i := (first + j) % len(opts.algos)
+			for _, i := range turnOrder(len(opts.algos), q, k, base.Seed) {
 				algo := opts.algos[i]
 				if err := comm.SetAlgorithm(algo); err != nil {
 					return nil, usageError{err}
@@ -524,6 +522,17 @@ func runInterleaved(ctx context.Context, comm *collkit.Comm, tr string, opts opt
 		reports[i].WriteFooter(out)
 	}
 	return reports, nil
+}
+
+// turnOrder is the order in which --interleave measures n algorithms at
+// size k of round q: from algorithm (q + k + seed) mod n on, wrapping.
+func turnOrder(n, q, k int, seed uint64) []int {
+	first := (q + k + int(seed%uint64(n))) % n
+	order := make([]int, n)
+	for j := range order {
+		order[j] = (first + j) % n
+	}
+	return order
 }
 
 // runOne sweeps the sizes with the communicator's current algorithm.

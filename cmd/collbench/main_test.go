@@ -221,3 +221,39 @@ func TestUnderMpirun(t *testing.T) {
 		t.Fatalf("unexpected output:\n%s", out)
 	}
 }
+
+// --interleave turns which algorithm goes first: over n sizes (or rounds,
+// or seeds) each of n algorithms is first once, and every order holds every
+// algorithm once.
+func TestTurnOrder(t *testing.T) {
+	const n = 5
+	for _, vary := range []string{"size", "round", "seed"} {
+		firsts := map[int]bool{}
+		for x := range n {
+			q, k, seed := 0, 0, uint64(0)
+			switch vary {
+			case "size":
+				k = x
+			case "round":
+				q = x
+			default:
+				seed = uint64(x)
+			}
+			order := turnOrder(n, q, k, seed)
+			seen := map[int]bool{}
+			for _, i := range order {
+				seen[i] = true
+			}
+			if len(order) != n || len(seen) != n {
+				t.Fatalf("%s %d: order %v, want each of %d algorithms once", vary, x, order, n)
+			}
+			firsts[order[0]] = true
+		}
+		if len(firsts) != n {
+			t.Errorf("over %d values of the %s, %d algorithms went first, want %d", n, vary, len(firsts), n)
+		}
+	}
+	if got := turnOrder(1, 3, 7, 9); len(got) != 1 || got[0] != 0 {
+		t.Errorf("one algorithm: %v", got)
+	}
+}
