@@ -32,9 +32,15 @@ func init() {
 // elasticJob connects n ranks through one MemStore.
 func elasticJob(t *testing.T, n int, opts Options) (bootstrap.Store, []*Comm) {
 	t.Helper()
+	store := bootstrap.NewMemStore()
+	return store, elasticJobOn(t, store, n, opts)
+}
+
+// elasticJobOn connects n ranks through store.
+func elasticJobOn(t *testing.T, store bootstrap.Store, n int, opts Options) []*Comm {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	store := bootstrap.NewMemStore()
 	cs := make([]*Comm, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -47,7 +53,7 @@ func elasticJob(t *testing.T, n int, opts Options) (bootstrap.Store, []*Comm) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	return store, cs
+	return cs
 }
 
 // stepInput is process id's input to all-reduce step: distinct per process,
@@ -556,20 +562,9 @@ func survivorsShrink(ctx context.Context, t *testing.T, cs []*Comm, victim int) 
 // returns the survivors' communicators of generation 1, with their ids.
 func shrinkWithout(t *testing.T, store bootstrap.Store, n, victim int, opts Options) ([]*Comm, []int) {
 	t.Helper()
+	cs := elasticJobOn(t, store, n, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cs := make([]*Comm, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Go(func() {
-			cs[r], errs[r] = ConnectStore(ctx, bootstrap.Env{Rank: r, Size: n, JobID: "elastic"}, store, opts)
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
 	kill(cs[victim])
 	t.Cleanup(func() { cs[victim].Close() })
 	next := survivorsShrink(ctx, t, cs, victim)
