@@ -7,13 +7,21 @@ import (
 	"slices"
 )
 
-// builtinJSON is the table adaptive uses without a tuning file: ring, tree
-// and halving-doubling measured by scripts/compare-mpi.sh on a quiet 2-core
-// VM (2026-11-24; 2, 3, 4 and 8 ranks over tcp and shm, 8 B to 16 MiB,
-// medians of 3 rounds) and fitted as `collbench tune` fits its sweeps.
-// Make it again with
+// builtinJSON is the table adaptive uses without a tuning file: its
+// candidates measured by scripts/compare-mpi.sh on a quiet 2-core VM
+// (2026-11-24; 2, 3, 4 and 8 ranks over tcp and shm, 8 B to 16 MiB) and
+// fitted as `collbench tune` fits its sweeps, to the medians of every round
+// of four runs: 12 rounds at 2 and 4 ranks over tcp, 6 elsewhere. Three
+// rounds were too few: a candidate whose time is bimodal from round to
+// round (pairwise at 256 KiB, 4 ranks) won two of three and ran 1.4x the
+// steady ring's median. The rounds are kept in
+// internal/mkbuiltin/testdata, and TestBuiltinIsTheRounds checks that
+// this table is what they make:
 //
-//	go run ./algo/adaptive/internal/mkbuiltin OUT_DIR/raw.txt > algo/adaptive/builtin.json
+//	go run ./algo/adaptive/internal/mkbuiltin algo/adaptive/internal/mkbuiltin/testdata/rounds-2026-11-24.txt > algo/adaptive/builtin.json
+//
+// (a newer run's OUT_DIR/raw.txt, or several concatenated, works the
+// same way, from the repository root).
 //
 //go:embed builtin.json
 var builtinJSON []byte
