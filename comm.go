@@ -209,6 +209,7 @@ type Comm struct {
 	run           AllReduceFunc
 	tuning        *adaptive.Table
 	lastChoice    adaptiveChoice      // adaptive's last pick (chooseAdaptive)
+	tGen          uint64              // changes whenever t or intra does (see callWatch.begin)
 	nodes         []int               // node of each rank
 	intra         transport.Transport // inside this rank's node, if Connect made one
 	timeout       time.Duration

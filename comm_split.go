@@ -80,6 +80,7 @@ func (c *Comm) split(ctx context.Context, color, key int) (*Comm, error) {
 			return nil, c.fail(fmt.Errorf("collkit: rank %d: split: %w", c.Rank(), err))
 		}
 		c.t, c.sub.mux = view, m
+		c.tGen++
 		c.closers = append(c.closers, m)
 	}
 	index := c.sub.splits

@@ -54,17 +54,30 @@ type callWatch struct {
 	// last is call's value, kept by the callers (who hold c.mu) so that a
 	// collective like the one before it stores only live.
 	last [3]uint64
+	// ts is the communicator's transports as the timer's goroutine sees
+	// them: Split replaces c.t while the timer may be reading. The callers
+	// store a copy when c.tGen says they changed (gen is c.tGen+1 at the
+	// last copy, 0 before the first).
+	ts  atomic.Pointer[watched]
+	gen uint64
 	// The timer's goroutine only: live at the last tick, and for how many
 	// ticks in a row the same collective was seen.
 	seen  uint64
 	ticks int
 }
 
+// watched is a copy of a communicator's transports (Comm.t, Comm.intra).
+type watched struct{ t, intra transport.Transport }
+
 // begin records the collective h, which starts on the caller's goroutine
 // (holding c.mu), and arms the timer if it is not.
 func (w *callWatch) begin(c *Comm, h transport.Header) {
 	if h.Coll == transport.CollNone || h.Coll == transport.CollSendRecv {
 		return // point-to-point numbers its messages per peer
+	}
+	if w.gen != c.tGen+1 {
+		w.ts.Store(&watched{c.t, c.intra})
+		w.gen = c.tGen + 1
 	}
 	call := [3]uint64{h.Count, uint64(h.Comm) | uint64(uint32(h.Root))<<32, uint64(h.Coll) | uint64(h.DType)<<8 | uint64(h.Op)<<16}
 	if call != w.last {
@@ -136,8 +149,8 @@ func (w *callWatch) notices(live uint64) {
 // eachPeer calls f with every peer of the communicator's transports (the
 // intra-node one too) until f returns true.
 func (w *callWatch) eachPeer(f func(t transport.Transport, peer int) bool) {
-	c := w.c.Load()
-	for _, t := range [...]transport.Transport{c.t, c.intra} {
+	ts := w.ts.Load()
+	for _, t := range [...]transport.Transport{ts.t, ts.intra} {
 		if t == nil {
 			continue
 		}
@@ -204,7 +217,7 @@ func mismatchOf(peer int, want, got transport.Header) *transport.MismatchError {
 // returns a mismatch for the first found waiting in another call with
 // want's number.
 func (w *callWatch) ask(want transport.Header) error {
-	t := w.c.Load().t
+	t := w.ts.Load().t
 	p, ok := t.(transport.Pinger)
 	if !ok {
 		return nil

@@ -172,7 +172,7 @@ func connectStore(ctx context.Context, env bootstrap.Env, store bootstrap.Store,
 		c.el.ids[r] = r
 	}
 	if intra != nil {
-		c.intra = intra
+		c.intra, c.tGen = intra, c.tGen+1
 		c.closers = append(c.closers, intra)
 		if c.run, err = c.algorithm(c.algo); err != nil { // with the intra-node transport
 			c.Close()
