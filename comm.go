@@ -123,6 +123,10 @@ type Options struct {
 	// tcp.Config.SpinWait). Zero learns it per peer; negative
 	// disables polling.
 	SpinWait time.Duration
+	// TCPCongestion is the TCP congestion control of the tcp transport's
+	// connections (see tcp.Config.Congestion). Empty means cubic, else
+	// reno; "system" keeps the kernel's default.
+	TCPCongestion string
 	// Tuning is the path of a tuning file written by `collbench tune`, used
 	// by the adaptive algorithm. Empty means $COLLKIT_TUNING, and without
 	// that, built-in cost terms.

@@ -157,16 +157,17 @@ func connectTCP(ctx context.Context, env bootstrap.Env, store bootstrap.Store, o
 // tcp.Config.Listener and Peers): an elastic round published them.
 func connectTCPOn(ctx context.Context, env bootstrap.Env, store bootstrap.Store, opts Options, ln net.Listener, peers []string) (transport.Transport, error) {
 	t, err := tcp.New(tcp.Config{
-		Rank:     env.Rank,
-		Size:     env.Size,
-		JobID:    env.JobID,
-		Secret:   secretOf(env),
-		TLS:      opts.TLS,
-		Addr:     tcpAddrFor(env),
-		Streams:  opts.Streams,
-		SpinWait: opts.SpinWait,
-		Listener: ln,
-		Peers:    peers,
+		Rank:       env.Rank,
+		Size:       env.Size,
+		JobID:      env.JobID,
+		Secret:     secretOf(env),
+		TLS:        opts.TLS,
+		Addr:       tcpAddrFor(env),
+		Streams:    opts.Streams,
+		SpinWait:   opts.SpinWait,
+		Congestion: opts.TCPCongestion,
+		Listener:   ln,
+		Peers:      peers,
 	})
 	if err != nil && ln != nil {
 		ln.Close()

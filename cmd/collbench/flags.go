@@ -79,6 +79,7 @@ func defineFlags(fs *pflag.FlagSet, o *options, c *compatFlags, raw *rawFlags) {
 	fs.StringVarP(&raw.op, "op", "o", "sum", "reduction, a comma-separated list, or all: sum, prod, min, max, avg")
 	fs.Uint64Var(&o.bench.Seed, "seed", 1, "seed of the checked inputs, and with --interleave of which algorithm goes first at each size")
 	fs.IntVar(&o.streams, "streams", 1, "TCP connections per peer")
+	fs.StringVar(&o.congestion, "tcp-congestion", "", "TCP congestion control of the connections: empty for cubic, else reno (whichever the kernel allows), system for the kernel's default (net.ipv4.tcp_congestion_control), or any name the kernel lets this process set")
 	o.spinWait = autoSpin
 	fs.Var(spinFlag{&o.spinWait}, "spin-wait", "how long a TCP receive polls, yielding the core between polls, before sleeping: auto (learned per peer from its recent waits) or a duration (0 disables)")
 	fs.StringVar(&o.bind, "bind", "core", "bind each local rank to one core, as mpirun --bind-to core (left alone when a launcher already bound it), or none")

@@ -43,6 +43,7 @@ type options struct {
 	mem            string // --mem: where --transport nccl's buffers live
 	store          string // --store: the ranks' COLLKIT_STORE when collbench launches them
 	streams        int
+	congestion     string // --tcp-congestion
 	nodes          int    // --nodes: simulated nodes
 	intra          string // --intra: Options.IntraNode
 	spinWait       time.Duration
@@ -408,6 +409,7 @@ func runTransport(ctx context.Context, env bootstrap.Env, store bootstrap.Store,
 		SimulatedNodes: opts.nodes,
 		IntraNode:      opts.intra,
 		SpinWait:       spinWait(opts.spinWait),
+		TCPCongestion:  opts.congestion,
 		Trace:          opts.tracePath != "",
 	})
 	if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"slices"
@@ -169,8 +170,9 @@ func shortLabels(reports []bench.Report, labels []string) []string {
 // transportSettings records the transport flags in a report.
 func transportSettings(opts options) map[string]string {
 	return map[string]string{
-		"streams":   fmt.Sprint(opts.streams),
-		"spin_wait": spinFlag{&opts.spinWait}.String(),
-		"bind":      opts.bind,
+		"streams":        fmt.Sprint(opts.streams),
+		"tcp_congestion": cmp.Or(opts.congestion, "default"),
+		"spin_wait":      spinFlag{&opts.spinWait}.String(),
+		"bind":           opts.bind,
 	}
 }

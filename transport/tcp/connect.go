@@ -363,6 +363,10 @@ func (t *Transport) tune(c *net.TCPConn) {
 	// double what it grants; remember the smallest real send buffer.
 	if raw, err := c.SyscallConn(); err == nil {
 		raw.Control(func(fd uintptr) {
+			if t.congestion != "" {
+				// New tried it on a socket of its own: it is allowed.
+				setCongestion(fd, t.congestion)
+			}
 			if n, err := syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF); err == nil {
 				t.noteSendBuffer(n / 2)
 			}

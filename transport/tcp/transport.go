@@ -47,6 +47,16 @@ type Transport struct {
 	endLife context.CancelFunc // called by Close
 
 	sendBuffer atomic.Int64 // smallest kernel send buffer of any connection
+	congestion string       // set on every connection; "" leaves the kernel's default
+}
+
+// Congestion is the TCP congestion control the connections use, or
+// "system" when they keep the kernel's default (see Config.Congestion).
+func (t *Transport) Congestion() string {
+	if t.congestion == "" {
+		return CongestionSystem
+	}
+	return t.congestion
 }
 
 var _ transport.Buffered = (*Transport)(nil)
@@ -71,9 +81,14 @@ func New(cfg Config) (*Transport, error) {
 	if err != nil {
 		return nil, err
 	}
+	cc, err := pickCongestion(cfg.Congestion)
+	if err != nil {
+		return nil, fmt.Errorf("tcp: invalid config for rank %d: %w", cfg.Rank, err)
+	}
 	life, endLife := context.WithCancel(context.Background())
 	return &Transport{
 		cfg:              cfg,
+		congestion:       cc,
 		log:              slog.Default(),
 		handshakeTimeout: 5 * time.Second,
 		done:             make(chan struct{}),
