@@ -39,6 +39,8 @@ type Config struct {
 	SocketBuffer int
 	// Congestion names the TCP congestion control of every connection
 	// (Linux's TCP_CONGESTION), as in net.ipv4.tcp_congestion_control.
+	// It is set before each connection starts (on the dialing socket and
+	// the listener), so no other control's start-up runs on it.
 	// Empty means the first of cubic and reno that the kernel lets this
 	// process set (reno always is), whatever the system's default is:
 	// pacing controls such as bbr send a collective's bursts at the rate

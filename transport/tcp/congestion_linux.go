@@ -41,8 +41,21 @@ func pickCongestion(want string) (string, error) {
 	return "", nil
 }
 
+// setCongestion sets socket fd's congestion control. Set before the
+// connection starts (before connect, or on the listener) it is the only one
+// the connection runs. Set later, it replaces the kernel's default, which
+// has already run its start-up: bbr's turns on the socket's pacing, which
+// stays on under the new control, paced at a rate computed from its window
+// (1 MiB all-gathers at 4 ranks on 2 cores took twice as long as unpaced).
 func setCongestion(fd uintptr, name string) error {
 	return unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, name)
+}
+
+// ensureCongestion sets socket fd's congestion control if it has another.
+func ensureCongestion(fd uintptr, name string) {
+	if cur, err := unix.GetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION); err != nil || cur != name {
+		setCongestion(fd, name)
+	}
 }
 
 // sysctl reads net.ipv4.NAME, or says it could not.

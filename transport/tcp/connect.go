@@ -153,6 +153,13 @@ func (t *Transport) connect(ctx context.Context, store bootstrap.Store, peers []
 			return nil, fmt.Errorf("tcp: rank %d cannot listen on %s: %w; set tcp.Config.Addr to an address of this host", cfg.Rank, cfg.Addr, err)
 		}
 	}
+	// Set on the listening socket, the congestion control passes to the
+	// connections it accepts before they start: see setCongestion.
+	if tl, ok := ln.(*net.TCPListener); ok && t.congestion != "" {
+		if raw, err := tl.SyscallConn(); err == nil {
+			raw.Control(func(fd uintptr) { setCongestion(fd, t.congestion) })
+		}
+	}
 	self := ln.Addr().String()
 	t.mu.Lock()
 	t.addr = self
@@ -320,7 +327,12 @@ func (t *Transport) addresses(ctx context.Context, store bootstrap.Store, self s
 func (t *Transport) dial(ctx context.Context, r int, addr string, s int) (net.Conn, error) {
 	start := time.Now()
 	backoff := 10 * time.Millisecond
-	var d net.Dialer
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		if t.congestion != "" {
+			c.Control(func(fd uintptr) { setCongestion(fd, t.congestion) })
+		}
+		return nil
+	}}
 	var last error
 	for attempt := 1; ; attempt++ {
 		nc, err := d.DialContext(ctx, "tcp", addr)
@@ -364,8 +376,10 @@ func (t *Transport) tune(c *net.TCPConn) {
 	if raw, err := c.SyscallConn(); err == nil {
 		raw.Control(func(fd uintptr) {
 			if t.congestion != "" {
-				// New tried it on a socket of its own: it is allowed.
-				setCongestion(fd, t.congestion)
+				// Dialed and accepted sockets have it from the start (an
+				// accepted one from its listener); this covers connections a
+				// caller's listener took before Connect set it there.
+				ensureCongestion(fd, t.congestion)
 			}
 			if n, err := syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF); err == nil {
 				t.noteSendBuffer(n / 2)
