@@ -16,6 +16,7 @@ import (
 
 	"github.com/collkit/collkit/bootstrap"
 	"github.com/collkit/collkit/transport"
+	"github.com/collkit/collkit/transport/tcp"
 )
 
 // Elastic communicators: Revoke, Shrink, Grow and Join.
@@ -488,7 +489,7 @@ func enter(env bootstrap.Env, opts Options, self int, suspects []int) ([]byte, r
 	var ln net.Listener
 	if opts.Transport == "" || opts.Transport == "tcp" {
 		var err error
-		if ln, err = net.Listen("tcp", net.JoinHostPort(tcpAddrFor(env), "0")); err == nil {
+		if ln, err = tcp.Listen(tcpAddrFor(env), opts.TCPCongestion); err == nil {
 			note.Addr = ln.Addr().String()
 		}
 	}

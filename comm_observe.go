@@ -172,6 +172,9 @@ func (c *Comm) logSetup(env bootstrap.Env, opts Options, took time.Duration, int
 	if c.transportName == "tcp" || c.transportName == "" {
 		attrs = append(attrs, "streams", max(opts.Streams, 1), "spin_wait", opts.SpinWait)
 	}
+	if t, ok := c.t.(interface{ Congestion() string }); ok {
+		attrs = append(attrs, "congestion", t.Congestion())
+	}
 	if b, ok := c.t.(transport.Buffered); ok {
 		attrs = append(attrs, "send_buffer", b.SendBuffer())
 	}

@@ -65,7 +65,8 @@ type Config struct {
 	SpinWait time.Duration
 	// Listener, when set, is the socket this rank accepts its peers on,
 	// opened by the caller so that it could tell its address before the
-	// ranks were numbered (collkit's elastic rounds do); Addr is then not
+	// ranks were numbered (collkit's elastic rounds do; Listen opens one
+	// whose connections run Congestion from their start); Addr is then not
 	// used. The Transport closes it (Close, or a Connect that fails); a
 	// caller whose New fails still owns it. Nil means Connect listens on
 	// Addr.

@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"net"
 	"strings"
 	"testing"
 
@@ -64,5 +65,39 @@ func TestCongestionUnknownFailsNew(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %s", err, want)
 		}
+	}
+}
+
+// A listener from Listen hands its connections the congestion control
+// before they start: no tune, no Connect.
+func TestListenSetsCongestionOnAccepted(t *testing.T) {
+	ln, err := Listen("127.0.0.1", "reno")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	raw, err := a.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	raw.Control(func(fd uintptr) {
+		got, err = unix.GetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION)
+	})
+	if err != nil || got != "reno" {
+		t.Fatalf("accepted connection runs %q (%v), want reno", got, err)
+	}
+	if _, err := Listen("127.0.0.1", "no-such-control"); err == nil || !strings.Contains(err.Error(), "no-such-control") {
+		t.Fatalf("Listen with an unknown control: %v, want an error naming it", err)
 	}
 }

@@ -142,6 +142,29 @@ func (m *mesh) put(r, s int, c net.Conn) {
 	}
 }
 
+// Listen listens on host, on a port the kernel picks, for Config.Listener,
+// with the congestion control that Config.Congestion congestion names
+// already set, so that connections it accepts before Connect run it from
+// their start. It fails as New would on a name this process may not set.
+func Listen(host, congestion string) (net.Listener, error) {
+	cc, err := pickCongestion(congestion)
+	if err != nil {
+		return nil, err
+	}
+	return listen(host, cc)
+}
+
+// listen listens on host with congestion control cc ("" for the kernel's).
+func listen(host, cc string) (net.Listener, error) {
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		if cc != "" {
+			c.Control(func(fd uintptr) { setCongestion(fd, cc) })
+		}
+		return nil
+	}}
+	return lc.Listen(context.Background(), "tcp", net.JoinHostPort(host, "0"))
+}
+
 // connect builds the mesh into peers and returns the listener, kept open
 // for pings.
 func (t *Transport) connect(ctx context.Context, store bootstrap.Store, peers []*peer) (net.Listener, error) {
@@ -149,13 +172,14 @@ func (t *Transport) connect(ctx context.Context, store bootstrap.Store, peers []
 	ln := cfg.Listener
 	if ln == nil {
 		var err error
-		if ln, err = net.Listen("tcp", net.JoinHostPort(cfg.Addr, "0")); err != nil {
+		if ln, err = listen(cfg.Addr, t.congestion); err != nil {
 			return nil, fmt.Errorf("tcp: rank %d cannot listen on %s: %w; set tcp.Config.Addr to an address of this host", cfg.Rank, cfg.Addr, err)
 		}
 	}
 	// Set on the listening socket, the congestion control passes to the
-	// connections it accepts before they start: see setCongestion.
-	if tl, ok := ln.(*net.TCPListener); ok && t.congestion != "" {
+	// connections it accepts before they start (see setCongestion). A
+	// caller's listener may not have it (see Listen).
+	if tl, ok := ln.(*net.TCPListener); ok && cfg.Listener != nil && t.congestion != "" {
 		if raw, err := tl.SyscallConn(); err == nil {
 			raw.Control(func(fd uintptr) { setCongestion(fd, t.congestion) })
 		}
