@@ -161,15 +161,15 @@ func TestBuiltinTable(t *testing.T) {
 		want  string
 	}{
 		{"tcp", 2, 8, "halvingdoubling"},
-		{"tcp", 2, 1 << 20, "ring"},
+		{"tcp", 2, 1 << 20, "halvingdoubling"},
 		{"tcp", 4, 8, "halvingdoubling"},
-		// Pairwise's 256 KiB all-reduce at 4 and 8 ranks is bimodal (350
-		// or 840 us at 4 ranks, from round to round), ring's steady: over
-		// the 12 rounds the table is fitted to, ring's median is lower.
+		// Pairwise's 256 KiB all-reduce at 4 ranks is bimodal (350 or
+		// 840 us, from round to round), ring's steady: over the rounds
+		// the table is fitted to, ring's median is lower.
 		{"tcp", 4, 256 << 10, "ring"},
-		{"tcp", 4, 16 << 20, "ring"},
-		{"tcp", 8, 256 << 10, "ring"},
-		{"tcp", 6, 256 << 10, "ring"}, // 8 ranks' terms
+		{"tcp", 4, 16 << 20, "pairwise"},
+		{"tcp", 8, 256 << 10, "pairwise"},
+		{"tcp", 6, 256 << 10, "pairwise"}, // 8 ranks' terms
 		{"tcp", 2, 64 << 10, "tree"},
 		{"shm", 4, 256 << 10, "pairwise"},
 	} {

@@ -11,11 +11,14 @@ import (
 // candidates measured by scripts/compare-mpi.sh on a quiet 2-core VM
 // (2026-11-24; 2, 3, 4 and 8 ranks over tcp and shm, 8 B to 16 MiB) and
 // fitted as `collbench tune` fits its sweeps, to the medians of every round
-// of four runs: 12 rounds at 2 and 4 ranks over tcp, 6 elsewhere. Three
+// of several runs: 6 rounds for every world size and transport. Three
 // rounds were too few: a candidate whose time is bimodal from round to
 // round (pairwise at 256 KiB, 4 ranks) won two of three and ran 1.4x the
-// steady ring's median. The rounds are kept in
-// internal/mkbuiltin/testdata, and TestBuiltinIsTheRounds checks that
+// steady ring's median. The tcp rounds are from after tcp connections left
+// the system's bbr for cubic (3 runs), which made large messages up to 2x
+// faster and changed which candidate wins from 1 MiB; the shm rounds are
+// the older runs'. The rounds are kept in internal/mkbuiltin/testdata, and
+// TestBuiltinIsTheRounds checks that
 // this table is what they make:
 //
 //	go run ./algo/adaptive/internal/mkbuiltin algo/adaptive/internal/mkbuiltin/testdata/rounds-2026-11-24.txt > algo/adaptive/builtin.json
