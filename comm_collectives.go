@@ -3,6 +3,8 @@ package collkit
 import (
 	"context"
 	"fmt"
+	"math"
+	"slices"
 
 	"github.com/collkit/collkit/algo/dissemination"
 	"github.com/collkit/collkit/algo/pairwise"
@@ -25,14 +27,19 @@ type Element interface {
 // all-to-all the size is the whole array (recv, send and send).
 const DefaultTreeBytes = 64 << 10
 
-// DefaultBroadcastTreeBytes is the size up to which Broadcast sends the
-// whole buffer down the dissemination pattern's binomial tree rather than
-// along the pipelined chain. The chain moves each byte once per link but
-// first agrees on the call and pays a segment's trip per hop; measured over
-// loopback TCP on 2 cores (2026-11-24, 3-5 alternating runs), the tree took
-// 0.45-0.6x the chain's time from 128 KiB to 512 KiB at 4 ranks, 0.8-0.9x
-// at 1-2 MiB, about the same at 4 MiB (at 2, 4 and 8 ranks) and 1.05x from
-// 8 MiB at 4 ranks.
+// DefaultBroadcastTreeBytes is the size up to which Broadcast between
+// ranks on more than one host sends the whole buffer down the dissemination
+// pattern's binomial tree rather than along the pipelined chain; between
+// ranks that all share one host the tree serves every size. The chain moves
+// each byte once per link, where the tree's root sends log2(n) copies of the
+// buffer: that matters where links are the limit, between hosts. On one
+// host every copy costs the same cores either way, and the tree takes
+// log2(n) steps to the chain's n-1 plus agreeing on the call first: measured
+// over loopback TCP on 2 cores (2026-11-24, cubic, alternating runs), the
+// tree took 0.5-0.8x the chain's time from 512 KiB to 64 MiB at 4 ranks and
+// 0.55-0.8x from 1 to 64 MiB at 8 ranks. Between hosts the threshold is
+// where the two met over loopback before (with bbr): it is not measured
+// across hosts.
 const DefaultBroadcastTreeBytes = 4 << 20
 
 // Algorithm ids sent in the headers of the collectives other than
@@ -134,9 +141,10 @@ func header(coll transport.Coll, dt DType, op Op, count int, root int, algo uint
 
 // Broadcast copies buf on rank root into buf on every rank. Every rank
 // passes a buffer of the same length. Buffers up to
-// DefaultBroadcastTreeBytes go down the dissemination pattern's binomial
-// tree (algo/dissemination), larger ones along a pipelined chain after the
-// ranks have agreed on the call (dissemination.Agree).
+// DefaultBroadcastTreeBytes, and all buffers when every rank is on one
+// host, go down the dissemination pattern's binomial tree
+// (algo/dissemination); larger ones between hosts go along a pipelined
+// chain after the ranks have agreed on the call (dissemination.Agree).
 // Either way no rank returns before every rank has called Broadcast with
 // the same length, dtype and root: ranks that disagree all get an error
 // from this call.
@@ -164,7 +172,7 @@ func (c *Comm) broadcastOp(dt DType, buf []byte, root int) (operation, error) {
 
 func (c *Comm) broadcast(ctx context.Context, dt DType, buf []byte, root int) error {
 	h := header(transport.CollBroadcast, dt, 0, len(buf)/dt.Size(), root, algoDissemination)
-	if len(buf) <= c.bcastBytes {
+	if c.broadcastTree(len(buf)) {
 		return c.runColl(ctx, "broadcast (dissemination)", h,
 			func(ctx context.Context, t transport.Transport, h transport.Header) error {
 				return dissemination.Broadcast(ctx, t, h, buf, root)
@@ -181,6 +189,23 @@ func (c *Comm) broadcast(ctx context.Context, dt DType, buf []byte, root int) er
 			}
 			return ring.Broadcast(ctx, t, h, buf, root)
 		})
+}
+
+// BroadcastAlgorithm names what a Broadcast of bytes runs, as Stats
+// names it: "dissemination" (the binomial tree) or "ring" (package ring's
+// pipelined chain).
+func (c *Comm) BroadcastAlgorithm(bytes int64) string {
+	if c.broadcastTree(int(min(bytes, math.MaxInt32))) {
+		return "dissemination"
+	}
+	return "ring"
+}
+
+// broadcastTree reports whether a broadcast of n bytes goes down the tree:
+// up to bcastBytes, or any size when every rank is on one host (see
+// DefaultBroadcastTreeBytes).
+func (c *Comm) broadcastTree(n int) bool {
+	return n <= c.bcastBytes || c.bcastBytes >= 0 && !slices.ContainsFunc(c.nodes, func(k int) bool { return k != c.nodes[0] })
 }
 
 // Reduce reduces send over all ranks with op into recv on rank root. recv

@@ -13,6 +13,7 @@ import (
 	"github.com/collkit/collkit/algo/algotest"
 	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
+	"github.com/collkit/collkit/transport/mem"
 	"github.com/collkit/collkit/verify"
 )
 
@@ -398,5 +399,61 @@ func TestCollectivePeerCloses(t *testing.T) {
 		if d := time.Since(start); d > 30*time.Second {
 			t.Fatalf("%s: took %v to fail", coll, d)
 		}
+	}
+}
+
+// Broadcasts above DefaultBroadcastTreeBytes go down the tree when every
+// rank shares one host, and along ring's chain when the ranks span hosts
+// (here simulated nodes); the statistics name what ran, and the result is
+// checked on every rank.
+func TestBroadcastAlgorithmFollowsHosts(t *testing.T) {
+	const n, size = 4, DefaultBroadcastTreeBytes + 4<<10
+	for _, tc := range []struct {
+		nodes int
+		want  string
+	}{{1, "dissemination"}, {2, "ring"}} {
+		t.Run(tc.want, func(t *testing.T) {
+			net := mem.NewNetwork(n, mem.Config{})
+			t.Cleanup(func() { net.Close() })
+			cs := make([]*Comm, n)
+			for r, tr := range net.Transports() {
+				c, err := New(tr, Options{Transport: "mem", SimulatedNodes: tc.nodes})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { c.Close() })
+				cs[r] = c
+			}
+			if got := cs[0].BroadcastAlgorithm(size); got != tc.want {
+				t.Fatalf("BroadcastAlgorithm(%d) = %s with %d nodes, want %s", size, got, tc.nodes, tc.want)
+			}
+			if got := cs[0].BroadcastAlgorithm(DefaultBroadcastTreeBytes); got != "dissemination" {
+				t.Fatalf("BroadcastAlgorithm(%d) = %s, want dissemination", DefaultBroadcastTreeBytes, got)
+			}
+			bufs := make([][]byte, n)
+			err := onAll(cs, func(ctx context.Context, r int, c *Comm) error {
+				bufs[r] = make([]byte, size)
+				if r == 1 {
+					for i := range bufs[r] {
+						bufs[r][i] = byte(i*7 + 3)
+					}
+				}
+				return c.Broadcast(ctx, Uint8, bufs[r], 1)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for r, c := range cs {
+				for i, b := range bufs[r] {
+					if b != byte(i*7+3) {
+						t.Fatalf("rank %d: byte %d is %d, want %d", r, i, b, byte(i*7+3))
+					}
+				}
+				rows := c.Stats()
+				if len(rows) != 1 || rows[0].Collective != "broadcast" || rows[0].Algorithm != tc.want {
+					t.Errorf("rank %d: statistics %+v, want one broadcast row of %s", r, rows, tc.want)
+				}
+			}
+		})
 	}
 }

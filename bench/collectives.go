@@ -212,10 +212,7 @@ func CollectiveAlgorithm(c *collkit.Comm, coll string, bytes int64) string {
 	case "allreduce":
 		return c.Choose(bytes)
 	case "broadcast":
-		if bytes <= collkit.DefaultBroadcastTreeBytes {
-			return "dissemination"
-		}
-		return "chain"
+		return c.BroadcastAlgorithm(bytes)
 	case "reduce":
 		if bytes <= collkit.DefaultTreeBytes {
 			return "dissemination"
