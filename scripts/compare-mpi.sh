@@ -20,6 +20,10 @@
 #   OUT_DIR=/tmp/collkit-compare   raw outputs and the table (table.md)
 #   TABLE_ONLY=1             print the table from OUT_DIR's raw.txt of an
 #                            earlier (or interrupted) run, measuring nothing
+#   SYSTEM_CONGESTION=cubic  the kernel's default TCP congestion control for
+#                            the run (root; restored at the end). Open MPI
+#                            uses the system's; collkit sets cubic (else
+#                            reno) on its own sockets whatever it is.
 # Needs Open MPI (mpicc, mpirun): ../shared/peers installs it when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -56,6 +60,14 @@ sizes() { # the rows a sweep keeps: " 8 64 ... "
 }
 
 [ -n "${TABLE_ONLY:-}" ] || go build -o "$out/collbench" ./cmd/collbench
+
+ccfile=/proc/sys/net/ipv4/tcp_congestion_control
+if [ -z "${TABLE_ONLY:-}" ] && [ -n "${SYSTEM_CONGESTION:-}" ]; then
+  was=$(cat "$ccfile")
+  trap 'echo "$was" >"$ccfile"' EXIT
+  echo "$SYSTEM_CONGESTION" >"$ccfile" || { echo "SYSTEM_CONGESTION needs root" >&2; exit 1; }
+fi
+[ -n "${TABLE_ONLY:-}" ] || echo "system $(cat "$ccfile" 2>/dev/null || echo unknown)" >"$out/congestion.txt"
 
 # mpi COLL NP MIN MAX BTL TR: appends "mpi COLL TR NP BYTES - TIME" lines.
 mpi() {
@@ -142,12 +154,13 @@ grep -v '^headline ' "$raw" | sort -k1,1 -k2,2 -k3,3 -k4,4n -k5,5n -k6,6 -k7,7g 
     for (row in rows) print row, (row in mpi ? mpi[row] : "-"), (row in best ? best[row] : "-"), \
       (row in best ? bestAlgo[row] : "-"), ((row, "ring") in t ? t[row, "ring"] : "-"), \
       ((row, "adaptive") in t ? t[row, "adaptive"] : "-")
-  }' | sort -k1,1 -k2,2 -k3,3n -k4,4n | awk -v date="$(date -u +%Y-%m-%d)" -v reps="$reps" -v host="$(nproc) cores" '
+  }' | sort -k1,1 -k2,2 -k3,3n -k4,4n | awk -v date="$(date -u +%Y-%m-%d)" -v reps="$reps" -v host="$(nproc) cores" \
+  -v cc="$(cut -d' ' -f2 "$out/congestion.txt" 2>/dev/null || echo unknown)" '
   function ratio(a, b) { return (a == "-" || b == "-" || b == 0) ? "-" : sprintf("%.2f", a / b) }
   function us(a) { return a == "-" ? a : sprintf("%.1f", a) }
   function size(b) { return b >= 1048576 ? b / 1048576 " MiB" : b >= 1024 ? b / 1024 " KiB" : b " B" }
   BEGIN {
-    print "Measured " date " on " host ", medians of the alternating rounds (" reps " asked); times in us (slowest rank, mean per call); ratio = collkit / Open MPI."
+    print "Measured " date " on " host ", medians of the alternating rounds (" reps " asked); times in us (slowest rank, mean per call); ratio = collkit / Open MPI. TCP congestion control: Open MPI the kernel default (" cc "), collkit its own default (cubic, else reno)."
     print ""
     print "| collective | transport | np | size | Open MPI | collkit best (algorithm) | ratio | ring | ratio | adaptive | ratio |"
     print "|---|---|---|---|---|---|---|---|---|---|---|"
