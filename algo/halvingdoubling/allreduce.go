@@ -22,8 +22,10 @@ const (
 	DefaultDoublingMaxBytes = 32 << 10
 	// DefaultSegmentBytes is the largest message when Config.SegmentBytes is
 	// zero: large enough that per-message costs vanish, small enough to stay
-	// in cache between receive and reduce.
-	DefaultSegmentBytes = 256 << 10
+	// in cache between receive and reduce. As ring's (1 MiB took 0.8-0.95x
+	// 256 KiB's time for 4 and 16 MiB all-reduces over loopback TCP at 2
+	// and 4 ranks).
+	DefaultSegmentBytes = 1 << 20
 	// DefaultEagerBytes is the default Config.EagerBytes: below it, latency
 	// matters more than overlapping the two directions of an exchange.
 	DefaultEagerBytes = 64 << 10

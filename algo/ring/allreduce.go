@@ -14,8 +14,11 @@ import (
 
 // DefaultSegmentBytes is the pipelining unit when Config.SegmentBytes is zero:
 // large enough that per-message costs vanish, small enough to stay in cache
-// between receive and reduce.
-const DefaultSegmentBytes = 256 << 10
+// between receive and reduce. Over loopback TCP on 2 cores (2026-11-24,
+// cubic, alternating runs) 1 MiB took 0.8-0.9x 256 KiB's time for 4 and 16
+// MiB all-reduces at 2 and 4 ranks; over shared memory it was within 10%
+// either way.
+const DefaultSegmentBytes = 1 << 20
 
 // Config tunes the ring. The zero value is ready to use.
 type Config struct {
