@@ -142,10 +142,11 @@ func (m *mesh) put(r, s int, c net.Conn) {
 	}
 }
 
-// Listen listens on host, on a port the kernel picks, for Config.Listener,
-// with the congestion control that Config.Congestion congestion names
-// already set, so that connections it accepts before Connect run it from
-// their start. It fails as New would on a name this process may not set.
+// Listen listens on host, on a port the kernel picks, for Config.Listener.
+// The listening socket already has the congestion control that
+// Config.Congestion = congestion gives the connections, so that those it
+// accepts before Connect run it from their start. It fails as New would on
+// a name this process may not set.
 func Listen(host, congestion string) (net.Listener, error) {
 	cc, err := pickCongestion(congestion)
 	if err != nil {
