@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -11,12 +12,17 @@ import (
 // BenchmarkPingPong bounces a message between two ranks: rank 0 sends,
 // rank 1 receives and sends it back. SetBytes counts both directions, so
 // MB/s is the one-way bandwidth; ns/op is a round trip and us/oneway half of
-// it.
+// it. cc=default is the transport's congestion control (cubic, else reno),
+// cc=system the kernel's (bbr on the VM the README measures).
 func BenchmarkPingPong(b *testing.B) {
-	for _, streams := range []int{1, 2} {
-		ts := newWorld(b, 2, nil, func(c *Config) { c.Streams = streams })
+	for _, tc := range []struct {
+		streams int
+		cc      string
+	}{{1, ""}, {2, ""}, {1, CongestionSystem}, {2, CongestionSystem}} {
+		streams := tc.streams
+		ts := newWorld(b, 2, nil, func(c *Config) { c.Streams, c.Congestion = streams, tc.cc })
 		for _, size := range []int{8, 64 << 10, 1 << 20, 16 << 20} {
-			b.Run(fmt.Sprintf("streams=%d/size=%s", streams, byteSize(size)), func(b *testing.B) {
+			b.Run(fmt.Sprintf("cc=%s/streams=%d/size=%s", cmp.Or(tc.cc, "default"), streams, byteSize(size)), func(b *testing.B) {
 				ctx := context.Background()
 				h := hdr(0)
 				out, in := make([]byte, size), make([]byte, size)

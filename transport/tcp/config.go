@@ -45,8 +45,8 @@ type Config struct {
 	// process set (reno always is), whatever the system's default is:
 	// pacing controls such as bbr send a collective's bursts at the rate
 	// they estimated from earlier, application-limited traffic, which on
-	// loopback made 1 and 4 MiB transfers take 1.8x as long as with cubic
-	// or reno (2026-11-24, 2 cores). CongestionSystem keeps the system's
+	// loopback made 1 and 16 MiB transfers take 3.5-4x as long as with
+	// cubic (BenchmarkPingPong, 2026-11-24, 2 cores). CongestionSystem keeps the system's
 	// default. Any other name is set on every connection, or New fails
 	// saying which names this process may set.
 	Congestion string
