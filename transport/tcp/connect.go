@@ -157,13 +157,19 @@ func Listen(host, congestion string) (net.Listener, error) {
 
 // listen listens on host with congestion control cc ("" for the kernel's).
 func listen(host, cc string) (net.Listener, error) {
-	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+	lc := net.ListenConfig{Control: withCongestion(cc)}
+	return lc.Listen(context.Background(), "tcp", net.JoinHostPort(host, "0"))
+}
+
+// withCongestion is a dialer's or listener's Control that sets congestion
+// control cc on the socket before it connects or listens ("" sets none).
+func withCongestion(cc string) func(network, address string, c syscall.RawConn) error {
+	return func(_, _ string, c syscall.RawConn) error {
 		if cc != "" {
 			c.Control(func(fd uintptr) { setCongestion(fd, cc) })
 		}
 		return nil
-	}}
-	return lc.Listen(context.Background(), "tcp", net.JoinHostPort(host, "0"))
+	}
 }
 
 // connect builds the mesh into peers and returns the listener, kept open
@@ -352,12 +358,7 @@ func (t *Transport) addresses(ctx context.Context, store bootstrap.Store, self s
 func (t *Transport) dial(ctx context.Context, r int, addr string, s int) (net.Conn, error) {
 	start := time.Now()
 	backoff := 10 * time.Millisecond
-	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-		if t.congestion != "" {
-			c.Control(func(fd uintptr) { setCongestion(fd, t.congestion) })
-		}
-		return nil
-	}}
+	d := net.Dialer{Control: withCongestion(t.congestion)}
 	var last error
 	for attempt := 1; ; attempt++ {
 		nc, err := d.DialContext(ctx, "tcp", addr)

@@ -75,7 +75,8 @@ func (t *Transport) noteSendBuffer(n int) {
 	}
 }
 
-// New checks cfg and returns an unconnected Transport. It does no I/O.
+// New checks cfg and returns an unconnected Transport. It does no network
+// I/O: it only opens a socket of its own to try Config.Congestion.
 func New(cfg Config) (*Transport, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
