@@ -3,7 +3,6 @@ package collkit
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 
 	"github.com/collkit/collkit/algo/dissemination"
@@ -172,7 +171,7 @@ func (c *Comm) broadcastOp(dt DType, buf []byte, root int) (operation, error) {
 
 func (c *Comm) broadcast(ctx context.Context, dt DType, buf []byte, root int) error {
 	h := header(transport.CollBroadcast, dt, 0, len(buf)/dt.Size(), root, algoDissemination)
-	if c.broadcastTree(len(buf)) {
+	if c.broadcastTree(int64(len(buf))) {
 		return c.runColl(ctx, "broadcast (dissemination)", h,
 			func(ctx context.Context, t transport.Transport, h transport.Header) error {
 				return dissemination.Broadcast(ctx, t, h, buf, root)
@@ -195,7 +194,7 @@ func (c *Comm) broadcast(ctx context.Context, dt DType, buf []byte, root int) er
 // names it: "dissemination" (the binomial tree) or "ring" (package ring's
 // pipelined chain).
 func (c *Comm) BroadcastAlgorithm(bytes int64) string {
-	if c.broadcastTree(int(min(bytes, math.MaxInt32))) {
+	if c.broadcastTree(bytes) {
 		return "dissemination"
 	}
 	return "ring"
@@ -204,8 +203,8 @@ func (c *Comm) BroadcastAlgorithm(bytes int64) string {
 // broadcastTree reports whether a broadcast of n bytes goes down the tree:
 // up to bcastBytes, or any size when every rank is on one host (see
 // DefaultBroadcastTreeBytes).
-func (c *Comm) broadcastTree(n int) bool {
-	return n <= c.bcastBytes || c.bcastBytes >= 0 && !slices.ContainsFunc(c.nodes, func(k int) bool { return k != c.nodes[0] })
+func (c *Comm) broadcastTree(n int64) bool {
+	return n <= int64(c.bcastBytes) || c.bcastBytes >= 0 && !slices.ContainsFunc(c.nodes, func(k int) bool { return k != c.nodes[0] })
 }
 
 // Reduce reduces send over all ranks with op into recv on rank root. recv
