@@ -40,15 +40,15 @@ type Config struct {
 	// Congestion names the TCP congestion control of every connection
 	// (Linux's TCP_CONGESTION), as in net.ipv4.tcp_congestion_control.
 	// It is set before each connection starts (on the dialing socket and
-	// the listener), so no other control's start-up runs on it.
-	// Empty means the first of cubic and reno that the kernel lets this
-	// process set (reno always is), whatever the system's default is:
-	// pacing controls such as bbr send a collective's bursts at the rate
-	// they estimated from earlier, application-limited traffic, which on
+	// the listener), so no other control's start-up runs on it. Empty
+	// means the first of cubic and reno that the kernel lets this process
+	// set (reno always is), whatever the system's default is: pacing
+	// controls such as bbr send a collective's bursts at the rate they
+	// estimated from earlier, application-limited traffic, which on
 	// loopback made 1 and 16 MiB transfers take 3.5-4x as long as with
-	// cubic (BenchmarkPingPong, 2026-11-24, 2 cores). CongestionSystem keeps the system's
-	// default. Any other name is set on every connection, or New fails
-	// saying which names this process may set.
+	// cubic (BenchmarkPingPong, 2026-11-24, 2 cores). CongestionSystem
+	// keeps the system's default. Any other name is set on every
+	// connection, or New fails saying which names this process may set.
 	Congestion string
 	// ConnectTimeout bounds how long Connect keeps trying to reach the
 	// other ranks, and waits for them to reach this one, once their
@@ -81,11 +81,11 @@ type Config struct {
 
 // Defaults and limits of Config.
 const (
-	DefaultSocketBuffer = 4 << 20
+	DefaultSocketBuffer   = 4 << 20
+	DefaultConnectTimeout = 30 * time.Second
 	// CongestionSystem, as Config.Congestion, keeps the kernel's default
 	// congestion control.
-	CongestionSystem      = "system"
-	DefaultConnectTimeout = 30 * time.Second
+	CongestionSystem = "system"
 	MaxStreams            = 64
 	// MinPiece is the smallest piece a payload is cut into for several
 	// streams; only payloads of at least 2*MinPiece are cut.
