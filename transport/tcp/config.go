@@ -86,7 +86,7 @@ const (
 	// CongestionSystem, as Config.Congestion, keeps the kernel's default
 	// congestion control.
 	CongestionSystem = "system"
-	MaxStreams            = 64
+	MaxStreams       = 64
 	// MinPiece is the smallest piece a payload is cut into for several
 	// streams; only payloads of at least 2*MinPiece are cut.
 	MinPiece = 64 << 10
