@@ -19,7 +19,7 @@ import (
 func BenchmarkAllReduce(b *testing.B) {
 	for _, algo := range []string{"native", "ring"} {
 		for _, n := range []int{2, 4} {
-			for _, size := range []int{8, 64 << 10, 1 << 20, 16 << 20} {
+			for _, size := range []int{8, 64 << 10, 256 << 10, 512 << 10, 1 << 20, 16 << 20} {
 				b.Run(fmt.Sprintf("algo=%s/ranks=%d/bytes=%d", algo, n, size), func(b *testing.B) {
 					benchAllReduce(b, algo, n, size)
 				})
@@ -32,7 +32,7 @@ func benchAllReduce(b *testing.B, algo string, n, size int) {
 	ts := world(shm.Config{})(b, n)
 	bufs := make([][]byte, n)
 	for r := range bufs {
-		bufs[r] = make([]byte, size)
+		bufs[r] = make([]byte, size, max(size, 4096)) // no two ranks on one cache line
 	}
 	h := transport.Header{Count: uint64(size / 4), Root: -1, Coll: transport.CollAllReduce, DType: reduce.Float32, Op: reduce.Sum}
 	b.SetBytes(int64(size))
@@ -42,6 +42,7 @@ func benchAllReduce(b *testing.B, algo string, n, size int) {
 	for r, t := range ts {
 		wg.Go(func() {
 			ctx := context.Background()
+			h := h // each rank's own: a shared one would bounce between cores
 			for i := range b.N {
 				h.Seq = uint64(i)
 				var err error

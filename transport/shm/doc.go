@@ -44,14 +44,16 @@
 //
 // # Native all-reduce
 //
-// A buffer of SmallNativeBytes (4 KiB) or less takes one barrier: every
+// A buffer of SmallNativeBytes (4 KiB) or less, SmallNativeBytesMany (16
+// KiB) above 2 ranks, takes one barrier: every
 // rank writes its input, then publishes the barrier in its call slot, a
 // line of its segment that also holds the call's header and, up to 208
 // bytes, the input itself, so that a peer polling for the barrier finds
 // the whole call in the line it fetched (Open MPI's vader calls these fast
 // boxes). Every rank then reduces all inputs in rank order, so all get the
 // same bits. Larger buffers go in chunks of half of Config.NativeBytes: for
-// each chunk every rank copies its input into its shared buffer, waits at a
+// each chunk every rank copies its input into its shared buffer (with
+// streaming stores, see package internal/stream), waits at a
 // barrier, reduces its 1/Size slice from every rank's buffer in place into
 // its own, waits at a second barrier and copies all reduced slices out.
 // Slots and buffer halves alternate from one chunk to the next, so a rank

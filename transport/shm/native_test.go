@@ -20,7 +20,7 @@ import (
 func TestNativeAllReduce(t *testing.T) {
 	algotest.AllReduceWith(t, algotest.Native, algotest.ShmWorld, algotest.Options{
 		Sizes:  []int{1, 2, 3, 4, 5, 8},
-		Counts: []int{0, 1, 7, 1000, 65537},
+		Counts: []int{0, 1, 7, 1000, 3000, 4097, 65537}, // 12000 B: one step above 2 ranks, two below; 16388 B: two
 	})
 }
 
