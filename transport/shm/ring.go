@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/collkit/collkit/internal/stream"
 	"github.com/collkit/collkit/transport"
 )
 
@@ -46,10 +47,19 @@ func (t *Transport) newRing(s *segment, l layout, sender int) ring {
 func (r *ring) batch() uint64 { return min(r.size/4, 256<<10) }
 
 // put copies b into the ring at position pos (which has room for it).
+// From streamMin up it streams (see package internal/stream): the reader
+// read these lines on the last lap, and ordinary stores would take each
+// one back from its cache first (ring all-reduce, np 2, 4 MiB: 1180 us a
+// call, 570 us streamed).
 func (r *ring) put(pos uint64, b []byte) {
 	i := pos & r.mask
-	n := copy(r.data[i:], b)
-	copy(r.data, b[n:])
+	if len(b) < streamMin {
+		n := copy(r.data[i:], b)
+		copy(r.data, b[n:])
+		return
+	}
+	n := stream.Copy(r.data[i:], b)
+	stream.Copy(r.data, b[n:])
 }
 
 // get copies len(b) bytes at position pos out of the ring.
@@ -167,3 +177,6 @@ func (t *Transport) read(ctx context.Context, pr *peer, want transport.Header, p
 	wake(r.pwait)
 	return false, nil
 }
+
+// streamMin is the smallest put that streams.
+const streamMin = 4 << 10
