@@ -62,7 +62,11 @@ var (
 
 // adaptive is the adaptive algorithm's configuration for this communicator.
 func (c *Comm) adaptive() adaptive.Config {
-	return adaptive.Config{Table: c.tuning, Transport: c.transportName}
+	cfg := adaptive.Config{Table: c.tuning, Transport: c.transportName}
+	if hasNativeAllReduce(c.t) {
+		cfg.Algorithms = adaptive.WithNative(nativeAllReduce)
+	}
+	return cfg
 }
 
 // chooseAdaptive is what adaptive runs for an all-reduce of bytes. It

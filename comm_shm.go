@@ -25,6 +25,16 @@ func nativeAllReduce(ctx context.Context, t transport.Transport, h transport.Hea
 	return halvingdoubling.AllReduce(ctx, t, h, send, recv)
 }
 
+// hasNativeAllReduce says whether t has an all-reduce of its own that
+// adaptive may choose: shm's, not NCCL's, which runs every collective
+// itself and takes no other algorithm.
+func hasNativeAllReduce(t transport.Transport) bool {
+	t = unwrap(t)
+	_, native := t.(transport.NativeAllReducer)
+	_, all := t.(transport.NativeCollectives)
+	return native && !all
+}
+
 // unwrap returns the transport under the communicator's wrappers
 // (statistics, tracing), where capabilities such as NativeAllReducer live.
 func unwrap(t transport.Transport) transport.Transport {

@@ -14,7 +14,7 @@ func Tune(reports []Report, transport string) *adaptive.Table {
 	host, _ := os.Hostname()
 	table := &adaptive.Table{Schema: adaptive.Schema, Created: time.Now().UTC(), Host: host}
 	shapes := map[string]adaptive.Shape{}
-	for _, a := range adaptive.Defaults() {
+	for _, a := range adaptive.WithNative(nil) {
 		shapes[a.Name] = a.Shape
 	}
 	for _, r := range reports {
@@ -62,12 +62,15 @@ func TunedChoices(table *adaptive.Table, transport string, reports []Report) []T
 		}
 	}
 	cfg := adaptive.Config{Table: table, Transport: transport}
+	if transport == "shm" {
+		cfg.Algorithms = adaptive.WithNative(nil) // as a communicator over shm has them
+	}
 	var out []TunedChoice
 	for _, b := range sizes {
 		a, _ := cfg.Choose(b, ranks)
 		c := TunedChoice{Bytes: b, Chosen: a.Name, Ratio: math.NaN()}
 		best := math.Inf(1)
-		for _, cand := range adaptive.Defaults() {
+		for _, cand := range adaptive.WithNative(nil) {
 			if us, ok := times[b][cand.Name]; ok && us > 0 && us < best {
 				c.Fastest, best = cand.Name, us
 			}

@@ -60,6 +60,25 @@ var Pairwise = Shape{
 	Factor: func(n int) float64 { return 2 * float64(n-1) / float64(n) },
 }
 
+// Native is the shape of a transport's own all-reduce over shared memory
+// (shm's): every rank copies its buffer in, and after a barrier reduces its
+// 1/n slice from every rank's copy; after a second barrier every rank
+// copies all slices out. Up to nativeSmallBytes one barrier, after which
+// every rank reduces every rank's whole buffer.
+var Native = Shape{
+	Steps:  func(n int) float64 { return 2 },
+	Factor: func(n int) float64 { return 2 * float64(n-1) / float64(n) },
+	Small: &Shape{
+		Steps:  func(n int) float64 { return 1 },
+		Factor: func(n int) float64 { return float64(n - 1) },
+	},
+	SmallBytes: nativeSmallBytes,
+}
+
+// nativeSmallBytes is where Native's shape changes: shm.SmallNativeBytes
+// (on 2 ranks; SmallNativeBytesMany on more).
+const nativeSmallBytes = 4 << 10
+
 // pow2floor is the largest power of two <= n (n >= 1), log2floor its log.
 func pow2floor(n int) float64 { return float64(uint(1) << (bits.Len(uint(max(n, 1))) - 1)) }
 func log2floor(n int) float64 { return float64(bits.Len(uint(max(n, 1))) - 1) }
@@ -94,6 +113,15 @@ func Defaults() []Algorithm {
 		{Name: "halvingdoubling", Run: halvingdoubling.AllReduce, Shape: HalvingDoubling},
 		{Name: "pairwise", Run: pairwise.AllReduce, Shape: Pairwise},
 	}
+}
+
+// WithNative is Defaults and, named "native", the transport's own
+// all-reduce run by run: the candidates over a transport that has one
+// (transport.NativeAllReducer). Choose picks it where the table measured
+// it fastest, and never at a world size where the table measured the
+// others but not it.
+func WithNative(run AllReduceFunc) []Algorithm {
+	return append(Defaults(), Algorithm{Name: "native", Run: run, Shape: Native})
 }
 
 func (c Config) algorithms() []Algorithm {

@@ -16,12 +16,15 @@ import (
 // round (pairwise at 256 KiB, 4 ranks) won two of three and ran 1.4x the
 // steady ring's median. The tcp rounds are from after tcp connections left
 // the system's bbr for cubic (3 runs), which made large messages up to 2x
-// faster and changed which candidate wins from 1 MiB; the shm rounds are
-// the older runs'. The rounds are kept in internal/mkbuiltin/testdata, and
-// TestBuiltinIsTheRounds checks that
-// this table is what they make:
+// faster and changed which candidate wins from 1 MiB. The shm rounds are
+// from after shm's rings and native all-reduce began to stream (3 runs,
+// 23:42-00:13 UTC), which made every shm candidate up to 2x faster from 64
+// KiB, and they include shm's native all-reduce, a candidate over the
+// transports that have one (WithNative). The rounds are kept in
+// internal/mkbuiltin/testdata, and TestBuiltinIsTheRounds checks that this
+// table is what they make:
 //
-//	go run ./algo/adaptive/internal/mkbuiltin algo/adaptive/internal/mkbuiltin/testdata/rounds-2026-11-24.txt > algo/adaptive/builtin.json
+//	go run ./algo/adaptive/internal/mkbuiltin algo/adaptive/internal/mkbuiltin/testdata/rounds-2026-11-25.txt > algo/adaptive/builtin.json
 //
 // (a newer run's OUT_DIR/raw.txt, or several concatenated, works the
 // same way, from the repository root).

@@ -127,7 +127,7 @@ func interpret(fs *pflag.FlagSet, o options, c compatFlags, raw rawFlags) (optio
 		return o, err
 	}
 	if o.tune && !fs.Changed("algo") {
-		algo = strings.Join(adaptiveCandidates(), ",") // what adaptive chooses among
+		algo = strings.Join(adaptiveCandidates(transports), ",") // what adaptive chooses among
 	}
 	if o.algos, err = parseAlgos(algo, o.tune); err != nil {
 		return o, err
@@ -284,13 +284,23 @@ func cmpOr(a, b string) string {
 }
 
 // adaptiveCandidates names the algorithms the adaptive algorithm chooses
-// among, which tune measures unless --algo says otherwise.
-func adaptiveCandidates() []string {
+// among over transport, which tune measures unless --algo says otherwise.
+func adaptiveCandidates(transport string) []string {
 	var names []string
-	for _, a := range adaptive.Defaults() {
+	for _, a := range candidates(transport) {
 		names = append(names, a.Name)
 	}
 	return names
+}
+
+// candidates are adaptive's candidates over transport: shm's native
+// all-reduce too (see collkit's Comm, which adds it over every transport
+// with an all-reduce of its own).
+func candidates(transport string) []adaptive.Algorithm {
+	if transport == "shm" {
+		return adaptive.WithNative(nil)
+	}
+	return adaptive.Defaults()
 }
 
 // parseAlgos expands --algo: a name, a comma-separated list or "all". Tune

@@ -54,7 +54,7 @@ func build(path string) (*adaptive.Table, error) {
 	}
 	defer f.Close()
 	shapes := map[string]adaptive.Shape{}
-	for _, a := range adaptive.Defaults() {
+	for _, a := range adaptive.WithNative(nil) {
 		shapes[a.Name] = a.Shape
 	}
 	times := map[key]map[int64][]float64{}
