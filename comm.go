@@ -64,10 +64,14 @@ var (
 func (c *Comm) adaptive() adaptive.Config {
 	cfg := adaptive.Config{Table: c.tuning, Transport: c.transportName}
 	if hasNativeAllReduce(c.t) {
-		cfg.Algorithms = adaptive.WithNative(nativeAllReduce)
+		cfg.Algorithms = withNative
 	}
 	return cfg
 }
+
+// withNative are adaptive's candidates over a transport with an all-reduce
+// of its own, made once: every call asks for them.
+var withNative = adaptive.WithNative(nativeAllReduce)
 
 // chooseAdaptive is what adaptive runs for an all-reduce of bytes. It
 // keeps the last choice: Choose walks every candidate's fits (0.65 us, a
