@@ -2,7 +2,8 @@
 # One table: collkit (collbench) against Open MPI, run alternately in the
 # same session, REPS rounds, medians per size. The time ratio is collkit's
 # time over Open MPI's (below 1: collkit is faster); both are the slowest
-# rank's mean time per call, out of place.
+# rank's mean time per call, out of place (Open MPI's always; collkit's
+# in place too, in the last columns: send and recv the same buffer).
 #
 # Usage: scripts/compare-mpi.sh [REPS]        (default 3)
 # Settings (environment):
@@ -92,8 +93,10 @@ collkit() {
   "$out/collbench" "${args[@]}" >"$out/collkit-$coll-$tr-np$np-rep$rep.txt"
   awk -F, -v c="$coll" -v t="$tr" -v n="$np" -v w="$wanted" '
     NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
-    $col["placement"] == "out_of_place" && index(w, " " $col["bytes"] " ") {
+    index(w, " " $col["bytes"] " ") {
       a = $col["algorithm"]; if (a ~ /^per size/) a = $col["ran_algorithm"]
+      # In place (send = recv) goes in as ALGO/in-place.
+      if ($col["placement"] == "in_place") a = a "/in-place"
       print "collkit", c, t, n, $col["bytes"], a, $col["time_us"]
     }' "$csv" >>"$raw"
 }
@@ -146,14 +149,17 @@ grep -v '^headline ' "$raw" | sort -k1,1 -k2,2 -k3,3 -k4,4n -k5,5n -k6,6 -k7,7g 
       row = f[2] " " f[3] " " f[4] " " f[5]
       rows[row] = 1
       if (f[1] == "mpi") mpi[row] = med[k]
-      else {
+      else if (f[6] ~ /\/in-place$/) {
+        if (!(row in ibest) || med[k] < ibest[row]) { ibest[row] = med[k]; ibestAlgo[row] = substr(f[6], 1, length(f[6]) - 9) }
+      } else {
         t[row, f[6]] = med[k]
         if (!(row in best) || med[k] < best[row]) { best[row] = med[k]; bestAlgo[row] = f[6] }
       }
     }
     for (row in rows) print row, (row in mpi ? mpi[row] : "-"), (row in best ? best[row] : "-"), \
       (row in best ? bestAlgo[row] : "-"), ((row, "ring") in t ? t[row, "ring"] : "-"), \
-      ((row, "adaptive") in t ? t[row, "adaptive"] : "-")
+      ((row, "adaptive") in t ? t[row, "adaptive"] : "-"), (row in ibest ? ibest[row] : "-"), \
+      (row in ibest ? ibestAlgo[row] : "-")
   }' | sort -k1,1 -k2,2 -k3,3n -k4,4n | awk -v date="$(date -u +%Y-%m-%d)" -v reps="$reps" -v host="$(nproc) cores" \
   -v cc="$(cut -d' ' -f2 "$out/congestion.txt" 2>/dev/null || echo unknown)" '
   function ratio(a, b) { return (a == "-" || b == "-" || b == 0) ? "-" : sprintf("%.2f", a / b) }
@@ -162,10 +168,11 @@ grep -v '^headline ' "$raw" | sort -k1,1 -k2,2 -k3,3 -k4,4n -k5,5n -k6,6 -k7,7g 
   BEGIN {
     print "Measured " date " on " host ", medians of the alternating rounds (" reps " asked); times in us (slowest rank, mean per call); ratio = collkit / Open MPI. TCP congestion control: Open MPI the kernel default (" cc "), collkit its own default (cubic, else reno)."
     print ""
-    print "| collective | transport | np | size | Open MPI | collkit best (algorithm) | ratio | ring | ratio | adaptive | ratio |"
-    print "|---|---|---|---|---|---|---|---|---|---|---|"
+    print "| collective | transport | np | size | Open MPI | collkit best (algorithm) | ratio | ring | ratio | adaptive | ratio | in place, best (algorithm) | ratio |"
+    print "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   }
-  { printf "| %s | %s | %s | %s | %s | %s (%s) | %s | %s | %s | %s | %s |\n", $1, $2, $3, size($4), us($5), us($6), $7, ratio($6, $5), us($8), ratio($8, $5), us($9), ratio($9, $5) }
+  { ip = $10 == "-" ? "-" : us($10) " (" $11 ")"
+    printf "| %s | %s | %s | %s | %s | %s (%s) | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, size($4), us($5), us($6), $7, ratio($6, $5), us($8), ratio($8, $5), us($9), ratio($9, $5), ip, ratio($10, $5) }
 ' | tee "$out/table.md"
 { grep '^headline ' "$raw" || true; } | sort -k2,2 -k3,3g | awk '
   { v[$2] = v[$2] " " $3; n[$2]++; all[$2, n[$2]] = $3 }
