@@ -27,7 +27,9 @@
 // transport.Header and its payload, back to back; a message larger than
 // the ring streams through it, the sender copying in batches of up to 256
 // KiB while the receiver copies out, so each byte is copied twice. The
-// receiver checks the header against the one it expects and fails with a
+// sender copies 4 KiB or more with streaming stores (internal/stream): the
+// receiver read those lines on the ring's last lap, and ordinary stores
+// would first take each back from its cache. The receiver checks the header against the one it expects and fails with a
 // *transport.MismatchError when they differ.
 //
 // # Waiting
