@@ -34,6 +34,16 @@ func Tune(reports []Report, transport string) *adaptive.Table {
 	return table
 }
 
+// Candidates are adaptive's candidates over the named transport, as a
+// communicator over it has them: shm's native all-reduce too (a Comm adds
+// it over every transport with an all-reduce of its own).
+func Candidates(transport string) []adaptive.Algorithm {
+	if transport == "shm" {
+		return adaptive.WithNative(nil)
+	}
+	return adaptive.Defaults()
+}
+
 // TunedChoice is what adaptive tuned with a table runs at one size of the
 // sweep, against the fastest algorithm measured there.
 type TunedChoice struct {
@@ -61,10 +71,7 @@ func TunedChoices(table *adaptive.Table, transport string, reports []Report) []T
 			times[row.Bytes][r.Algorithm] = row.OutOfPlace.TimeUS
 		}
 	}
-	cfg := adaptive.Config{Table: table, Transport: transport}
-	if transport == "shm" {
-		cfg.Algorithms = adaptive.WithNative(nil) // as a communicator over shm has them
-	}
+	cfg := adaptive.Config{Table: table, Transport: transport, Algorithms: Candidates(transport)}
 	var out []TunedChoice
 	for _, b := range sizes {
 		a, _ := cfg.Choose(b, ranks)

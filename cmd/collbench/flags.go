@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/collkit/collkit"
-	"github.com/collkit/collkit/algo/adaptive"
 	"github.com/collkit/collkit/bench"
 	"github.com/collkit/collkit/bootstrap"
 	"github.com/collkit/collkit/reduce"
@@ -287,20 +286,10 @@ func cmpOr(a, b string) string {
 // among over transport, which tune measures unless --algo says otherwise.
 func adaptiveCandidates(transport string) []string {
 	var names []string
-	for _, a := range candidates(transport) {
+	for _, a := range bench.Candidates(transport) {
 		names = append(names, a.Name)
 	}
 	return names
-}
-
-// candidates are adaptive's candidates over transport: shm's native
-// all-reduce too (see collkit's Comm, which adds it over every transport
-// with an all-reduce of its own).
-func candidates(transport string) []adaptive.Algorithm {
-	if transport == "shm" {
-		return adaptive.WithNative(nil)
-	}
-	return adaptive.Defaults()
 }
 
 // parseAlgos expands --algo: a name, a comma-separated list or "all". Tune

@@ -271,7 +271,7 @@ func tuningLine(opts options, size int) string {
 	}
 	line := fmt.Sprintf("# tuning: %s (made on %s at %s, %s)", path, cmp.Or(t.Host, "an unnamed host"), t.Created.Format("2006-01-02 15:04"), tableHas(t))
 	for _, tr := range opts.transports {
-		if n, want := coverage(t, tr, size), len(candidates(tr)); n < want {
+		if n, want := coverage(t, tr, size), len(bench.Candidates(tr)); n < want {
 			line += fmt.Sprintf("\n# warning: the tuning file fits %d of adaptive's %d candidates for %d ranks over %s; adaptive does not choose the others (collbench tune measures them all)", n, want, size, tr)
 		}
 	}

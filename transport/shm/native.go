@@ -50,8 +50,9 @@ func smallNativeBytes(n int) int {
 }
 
 // AllReduce reduces send over all ranks into recv without passing messages.
-// Up to SmallNativeBytes (SmallNativeBytesMany above 2 ranks) it takes one barrier (see allReduceSmall). Larger
-// buffers go through in chunks of half of Config.NativeBytes: every rank
+// Up to SmallNativeBytes (SmallNativeBytesMany above 2 ranks) it takes one
+// barrier (see allReduceSmall). Larger buffers go through in chunks of half
+// of Config.NativeBytes: every rank
 // copies its chunk into its own shared buffer, then (after a barrier)
 // reduces its 1/Size slice of the chunk straight out of every rank's shared
 // buffer, in place into its own, and (after a second barrier) copies every
@@ -163,9 +164,9 @@ func (t *Transport) allReduce(ctx context.Context, h transport.Header, send, rec
 }
 
 // allReduceSmall is the one-barrier all-reduce of small buffers (see
-// SmallNativeBytes): a rank writes the slot and half it uses again only after the first
-// barrier of the next call, which every peer passes only once it has read
-// this call's.
+// SmallNativeBytes): a rank writes the slot and half it uses again only
+// after the first barrier of the next call, which every peer passes only
+// once it has read this call's.
 func (t *Transport) allReduceSmall(ctx context.Context, h transport.Header, slot uint64, send, recv []byte) error {
 	view := t.nextHalf(len(send))
 	if len(send) <= inlineMax {
