@@ -186,9 +186,9 @@ func (t *Transport) connect(ctx context.Context, store bootstrap.Store, peers []
 	// Set on the listening socket, the congestion control passes to the
 	// connections it accepts before they start (see setCongestion). A
 	// caller's listener may not have it (see Listen).
-	if tl, ok := ln.(*net.TCPListener); ok && cfg.Listener != nil && t.congestion != "" {
+	if tl, ok := ln.(*net.TCPListener); ok && cfg.Listener != nil {
 		if raw, err := tl.SyscallConn(); err == nil {
-			raw.Control(func(fd uintptr) { setCongestion(fd, t.congestion) })
+			withCongestion(t.congestion)("tcp", tl.Addr().String(), raw)
 		}
 	}
 	self := ln.Addr().String()
