@@ -24,7 +24,7 @@ var (
 // one goroutine at a time sends to (or receives from) a peer, so each slot
 // has one writer.
 type waitSlot struct {
-	since  atomic.Int64  // unix nanoseconds; 0: idle
+	since  atomic.Int64  // since clockBase (see sinceBase), plus 1; 0: idle
 	failed atomic.Bool   // the operation ended in an error
 	seq    atomic.Uint64 // header fields
 	count  atomic.Uint64
@@ -33,7 +33,15 @@ type waitSlot struct {
 	step   atomic.Uint64 // step | len<<32
 }
 
-func (w *waitSlot) begin(h transport.Header) {
+// clockBase is what waitSlot times are counted from: a monotonic clock
+// read costs half of time.Now.
+var clockBase = time.Now()
+
+// sinceBase is the monotonic time since clockBase.
+func sinceBase() time.Duration { return time.Since(clockBase) }
+
+// begin records h as the operation in progress, begun at now (sinceBase).
+func (w *waitSlot) begin(h transport.Header, now time.Duration) {
 	// A sequence lock: since is 0 while the fields change, so a snapshot
 	// taken meanwhile (a peer's ping) never mixes two operations' fields.
 	w.since.Store(0)
@@ -43,7 +51,7 @@ func (w *waitSlot) begin(h transport.Header) {
 	w.meta.Store(uint64(h.Coll) | uint64(h.Algo)<<8 | uint64(h.DType)<<16 | uint64(h.Op)<<24 | uint64(uint32(h.Root))<<32)
 	w.step.Store(uint64(h.Step) | uint64(h.Len)<<32)
 	w.failed.Store(false)
-	w.since.Store(time.Now().UnixNano())
+	w.since.Store(int64(now) + 1)
 }
 
 // end clears the slot after success and keeps it, marked failed, after an
@@ -65,7 +73,7 @@ func (w *waitSlot) snapshot(peer int, op string, now time.Time) (transport.Wait,
 	if w.since.Load() != since {
 		return transport.Wait{}, false // the next operation began meanwhile
 	}
-	t := time.Unix(0, since)
+	t := clockBase.Add(time.Duration(since - 1))
 	return transport.Wait{
 		Peer: peer, Op: op, Since: t, Waited: now.Sub(t), Failed: failed,
 		Header: transport.Header{

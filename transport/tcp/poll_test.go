@@ -54,7 +54,7 @@ func TestRecvLargePolled(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			p := make([]byte, size)
-			n, err := s.recv(ctx, 1, h, p)
+			n, err := s.recv(ctx, 1, h, p, sinceBase())
 			if tc.wantErr {
 				if !errors.Is(err, io.ErrUnexpectedEOF) {
 					t.Fatalf("recv after a hang-up partway: n=%d err=%v, want io.ErrUnexpectedEOF", n, err)

@@ -75,7 +75,7 @@ func FuzzRecv(f *testing.F) {
 		h := want
 		h.Len = uint32(n)
 		p := make([]byte, n)
-		_, err := s.recv(ctx, 1, h, p)
+		_, err := s.recv(ctx, 1, h, p, sinceBase())
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
 			t.Fatalf("recv hung on %x", in)
 		}

@@ -150,7 +150,7 @@ func (s *stream) peekHeader() (transport.Header, bool) {
 // length) on a plain socket, polling reads the message's first bytes into
 // rbuf rather than peeking at them, saving a system call per message; s.pre
 // records how many. Otherwise it only peeks.
-func (s *stream) poll(want int) {
+func (s *stream) poll(want int, start time.Duration) {
 	budget := s.budget.Next()
 	if budget <= 0 || s.raw == nil {
 		return
@@ -159,11 +159,11 @@ func (s *stream) poll(want int) {
 	if s.plain && want <= len(s.rbuf) {
 		s.probe = s.rbuf[:want]
 	}
-	deadline := time.Now().Add(budget)
+	deadline := start + budget
 	for {
 		s.ready = false
 		s.raw.Control(s.peekFn)
-		if s.ready || time.Now().After(deadline) {
+		if s.ready || sinceBase() > deadline {
 			return
 		}
 		// Give the core to whoever needs it (another rank of this job, when
@@ -424,12 +424,12 @@ func (s *stream) writeNow(ctx context.Context, b []byte) int {
 
 // recv reads the next message into p after checking its header against
 // want. It returns how many bytes it read, and the header it got when that
-// header did not match (err is then a *transport.MismatchError).
-func (s *stream) recv(ctx context.Context, peer int, want transport.Header, p []byte) (int, error) {
+// header did not match (err is then a *transport.MismatchError). start is
+// when the wait began (sinceBase): the caller's clock read serves both.
+func (s *stream) recv(ctx context.Context, peer int, want transport.Header, p []byte, start time.Duration) (int, error) {
 	if len(p) <= pollMax || s.pollAll {
-		start := time.Now()
-		s.poll(transport.HeaderSize + len(p))
-		defer func() { s.budget.Observe(time.Since(start)) }()
+		s.poll(transport.HeaderSize+len(p), start)
+		defer func() { s.budget.Observe(sinceBase() - start) }()
 	}
 	var n int
 	var err error

@@ -161,7 +161,7 @@ func (t *Transport) Send(ctx context.Context, peer int, h transport.Header, p []
 		return pr.errorf("send", "message of %d bytes is larger than a header can describe (4 GiB); split it", len(p))
 	}
 	h.Len = uint32(len(p))
-	pr.sendWait.begin(h)
+	pr.sendWait.begin(h, sinceBase())
 	if k := pieces(len(p), len(pr.streams)); k > 1 {
 		err = pr.sendPieces(ctx, h, p, k)
 	} else if n, serr := pr.streams[0].send(ctx, h, p); serr != nil {
@@ -182,10 +182,11 @@ func (t *Transport) Recv(ctx context.Context, peer int, h transport.Header, p []
 		return pr.errorf("recv", "message of %d bytes is larger than a header can describe (4 GiB); split it", len(p))
 	}
 	h.Len = uint32(len(p))
-	pr.recvWait.begin(h)
+	now := sinceBase()
+	pr.recvWait.begin(h, now)
 	if k := pieces(len(p), len(pr.streams)); k > 1 {
-		err = pr.recvPieces(ctx, h, p, k)
-	} else if n, rerr := pr.streams[0].recv(ctx, pr.rank, h, p); rerr != nil {
+		err = pr.recvPieces(ctx, h, p, k, now)
+	} else if n, rerr := pr.streams[0].recv(ctx, pr.rank, h, p, now); rerr != nil {
 		err = pr.failed(ctx, "recv", n, rerr)
 	}
 	pr.recvWait.end(err)
@@ -399,7 +400,7 @@ func (pr *peer) sendPieces(ctx context.Context, h transport.Header, p []byte, k 
 	return nil
 }
 
-func (pr *peer) recvPieces(ctx context.Context, h transport.Header, p []byte, k int) error {
+func (pr *peer) recvPieces(ctx context.Context, h transport.Header, p []byte, k int, start time.Duration) error {
 	dispatched := 1
 	for i := 1; i < k; i++ {
 		lo, hi := pieceBounds(len(p), k, i)
@@ -412,7 +413,7 @@ func (pr *peer) recvPieces(ctx context.Context, h transport.Header, p []byte, k 
 		break
 	}
 	lo, hi := pieceBounds(len(p), k, 0)
-	moved, err := pr.streams[0].recv(ctx, pr.rank, h, p[lo:hi])
+	moved, err := pr.streams[0].recv(ctx, pr.rank, h, p[lo:hi], start)
 	if hard(err) {
 		pr.breakOff(err)
 	}
@@ -443,7 +444,7 @@ func (pr *peer) startWorkers() {
 		pr.t.wg.Add(2)
 		go pr.work(pr.sendWork[i], pr.sendDone, func(j piece) (int, error) { return pr.streams[i].send(j.ctx, j.h, j.p) })
 		go pr.work(pr.recvWork[i], pr.recvDone, func(j piece) (int, error) {
-			return pr.streams[i].recv(j.ctx, pr.rank, j.h, j.p)
+			return pr.streams[i].recv(j.ctx, pr.rank, j.h, j.p, sinceBase())
 		})
 	}
 }
