@@ -18,6 +18,9 @@
 #   HEADLINE=5               alternating runs of the default command,
 #                            collbench --algo ring --size 16384 (np 4),
 #                            against Open MPI's 16 KiB all-reduce (0: none)
+#   FLOOR=1                  at 2 ranks, also scripts/floor.c each round:
+#                            two bare processes exchanging 8 bytes, the
+#                            least any 2-rank all-reduce can cost (0: not)
 #   OUT_DIR=/tmp/collkit-compare   raw outputs and the table (table.md)
 #   TABLE_ONLY=1             print the table from OUT_DIR's raw.txt of an
 #                            earlier (or interrupted) run, measuring nothing
@@ -39,6 +42,7 @@ COLLS=${COLLS-broadcast allgather reducescatter alltoall}
 COLL_NP=${COLL_NP:-4}
 COLL_SIZES=${COLL_SIZES:-16 1M}
 HEADLINE=${HEADLINE:-5}
+FLOOR=${FLOOR:-1}
 peers=../shared/peers
 out=${OUT_DIR:-/tmp/collkit-compare}
 mkdir -p "$out"
@@ -61,6 +65,7 @@ sizes() { # the rows a sweep keeps: " 8 64 ... "
 }
 
 [ -n "${TABLE_ONLY:-}" ] || go build -o "$out/collbench" ./cmd/collbench
+[ -n "${TABLE_ONLY:-}" ] || [ "$FLOOR" = 0 ] || gcc -O2 -o "$out/floor" scripts/floor.c
 
 ccfile=/proc/sys/net/ipv4/tcp_congestion_control
 if [ -z "${TABLE_ONLY:-}" ] && [ -n "${SYSTEM_CONGESTION:-}" ]; then
@@ -110,6 +115,9 @@ for rep in $(seq 1 "$reps"); do
       echo "== round $rep/$reps: all-reduce, np $np, $tr (Open MPI btl $btl, then collkit)" >&2
       mpi allreduce "$np" "$(bytes "$MIN")" "$(bytes "$MAX")" "$btl" "$tr"
       collkit allreduce "$np" "$MIN" "$MAX" "$tr" "$algos"
+      if [ "$np" = 2 ] && [ "$FLOOR" != 0 ]; then
+        "$out/floor" "$tr" 20000 8 | awk '{ print "floor", $2, $4 }' >>"$raw"
+      fi
     done
   done
   for coll in $COLLS; do
@@ -133,7 +141,7 @@ done
 
 # Medians over the rounds, then per row: Open MPI, collkit's best algorithm,
 # ring and adaptive (all-reduce) and the ratios.
-grep -v '^headline ' "$raw" | sort -k1,1 -k2,2 -k3,3 -k4,4n -k5,5n -k6,6 -k7,7g | awk '
+grep -v -e '^headline ' -e '^floor ' "$raw" | sort -k1,1 -k2,2 -k3,3 -k4,4n -k5,5n -k6,6 -k7,7g | awk '
   function flush() {
     if (key == "") return
     med[key] = vals[int((n + 1) / 2)]
@@ -180,5 +188,14 @@ grep -v '^headline ' "$raw" | sort -k1,1 -k2,2 -k3,3 -k4,4n -k5,5n -k6,6 -k7,7g 
     if (!n["collkit"] || !n["mpi"]) exit
     c = all["collkit", int((n["collkit"] + 1) / 2)]; m = all["mpi", int((n["mpi"] + 1) / 2)]
     printf "\nHeadline, `collbench --algo ring --size 16384` (np 4, every default): collkit %.1f us, Open MPI %.1f us, ratio %.2f (medians of %d alternating runs; collkit:%s; Open MPI:%s)\n", c, m, c / m, n["collkit"], v["collkit"], v["mpi"]
+  }' | tee -a "$out/table.md"
+{ grep '^floor ' "$raw" || true; } | sort -k2,2 -k3,3g | awk '
+  { v[$2] = v[$2] " " $3; n[$2]++; all[$2, n[$2]] = $3 }
+  END {
+    if (!n["tcp"] && !n["shm"]) exit
+    printf "\nFloor at 2 ranks, 8 B (scripts/floor.c, in the same rounds): two bare processes, one per core, each sending 8 bytes to the other and waiting for the other'"'"'s, nothing else:"
+    if (n["tcp"]) printf " tcp (a write and a polled recv) %.2f us (runs:%s);", all["tcp", int((n["tcp"] + 1) / 2)], v["tcp"]
+    if (n["shm"]) printf " shared memory (a cache line each way) %.2f us (runs:%s).", all["shm", int((n["shm"] + 1) / 2)], v["shm"]
+    printf "\n"
   }' | tee -a "$out/table.md"
 echo "raw outputs and table.md in $out" >&2
