@@ -64,7 +64,8 @@ var collCounts = []int{0, 1, 3, 131, 1031}
 
 // testCollectives runs every collective against a naive reference: every
 // dtype of dtypes, every op (rotating with the count), every root, in place
-// and out of place, with the tree path and (treeBytes < 0) the ring path.
+// and out of place, with the tree path and (treeBytes < 0) the ring path
+// (and the pairwise scatter).
 func testCollectives(t *testing.T, world algotest.World, sizes []int, counts []int, dtypes []DType) {
 	for _, n := range sizes {
 		for _, path := range []string{"tree", "ring"} {
@@ -72,7 +73,7 @@ func testCollectives(t *testing.T, world algotest.World, sizes []int, counts []i
 				cs := newComms(t, world(t, n))
 				for _, c := range cs {
 					if path == "ring" {
-						c.treeBytes, c.bcastBytes = -1, -1
+						c.treeBytes, c.bcastBytes, c.scatterBytes = -1, -1, 0
 					}
 				}
 				var seed uint64

@@ -223,7 +223,9 @@ func CollectiveAlgorithm(c *collkit.Comm, coll string, bytes int64) string {
 			return "dissemination"
 		}
 		return "ring"
-	case "gather", "scatter":
+	case "scatter":
+		return c.ScatterAlgorithm(bytes)
+	case "gather":
 		return "dissemination"
 	case "allgather", "alltoall":
 		if bytes <= collkit.DefaultTreeBytes {

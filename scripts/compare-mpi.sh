@@ -13,7 +13,9 @@
 #   MIN=8 MAX=16M            all-reduce sweep (sizes double)
 #   SIZES="8 64 512 4K 16K 64K 256K 1M 4M 16M"   rows printed
 #   ALGOS="ring,tree,halvingdoubling,pairwise,adaptive"   over tcp; shm adds native
-#   COLLS="broadcast allgather reducescatter alltoall"  at COLL_NP ranks,
+#   COLLS="broadcast allgather reducescatter alltoall gather scatter reduce"
+#                            at COLL_NP ranks (gather, scatter and reduce
+#                            from scripts/mpi_rooted.c: the peers have none),
 #   COLL_NP=4 COLL_SIZES="16 1M"                        over tcp
 #   HEADLINE=5               alternating runs of the default command,
 #                            collbench --algo ring --size 16384 (np 4),
@@ -38,7 +40,7 @@ MIN=${MIN:-8}
 MAX=${MAX:-16M}
 SIZES=${SIZES:-8 64 512 4K 16K 64K 256K 1M 4M 16M}
 ALGOS=${ALGOS:-ring,tree,halvingdoubling,pairwise,adaptive}
-COLLS=${COLLS-broadcast allgather reducescatter alltoall}
+COLLS=${COLLS-broadcast allgather reducescatter alltoall gather scatter reduce}
 COLL_NP=${COLL_NP:-4}
 COLL_SIZES=${COLL_SIZES:-16 1M}
 HEADLINE=${HEADLINE:-5}
@@ -81,9 +83,26 @@ mpi() {
   wanted=$(sizes $SIZES)
   [ "$coll" = allreduce ] || wanted=$(sizes $COLL_SIZES)
   log=$out/mpi-$coll-$tr-np$np-rep$rep.txt
-  bash "$peers/mpi-colls.sh" "$coll" "$np" "$lo" "$hi" 20 "$btl" >"$log"
+  case $coll in
+    gather | scatter | reduce) rooted "$coll" "$np" "$lo" "$hi" 20 "$btl" >"$log" ;;
+    *) bash "$peers/mpi-colls.sh" "$coll" "$np" "$lo" "$hi" 20 "$btl" >"$log" ;;
+  esac
   awk -v c="$coll" -v t="$tr" -v n="$np" -v w="$wanted" \
     '$1 ~ /^[0-9]+$/ && index(w, " " $1 " ") { print "mpi", c, t, n, $1, "-", $2 }' "$log" >>"$raw"
+}
+
+# rooted COLL NP MIN MAX ITERS BTL: Open MPI's gather, scatter or reduce
+# from scripts/mpi_rooted.c, run as ../shared/peers/mpi-colls.sh runs its
+# program (installing Open MPI the same way when it is missing).
+rooted() {
+  local mca=(--mca btl vader,self)
+  [ "$6" = tcp ] && mca=(--mca btl tcp,self --mca btl_tcp_if_include lo)
+  if ! command -v mpicc >/dev/null; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev >/dev/null
+  fi
+  [ "$out/mpi_rooted" -nt scripts/mpi_rooted.c ] || mpicc -O2 -o "$out/mpi_rooted" scripts/mpi_rooted.c
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    mpirun --oversubscribe -np "$2" "${mca[@]}" "$out/mpi_rooted" "$1" "$3" "$4" "$5" 2>&1 | grep -v -i warn
 }
 
 # collkit COLL NP MIN MAX TR ALGOS: appends "collkit COLL TR NP BYTES ALGO TIME".

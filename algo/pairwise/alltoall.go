@@ -87,6 +87,37 @@ func AllGather(ctx context.Context, t transport.Transport, h transport.Header, s
 	return a.run(ctx)
 }
 
+// Scatter sends block k of send on rank root to recv on rank k of t, each
+// block straight from the root to its rank: in step s of n-1 rank r sends
+// to rank r+s and receives from rank r-s, as in AllToAll, but only the
+// root's messages carry a block; the others are headers. So every rank
+// hears from every rank, and ranks that disagree on the call (its root, its
+// size) all fail it, while no block crosses more than one link: a tree
+// scatter passes half of them on (see Comm.Scatter for the sizes each
+// suits). send is read only at the root, where it holds n blocks of recv's
+// length; recv may be the root's own block of send (in place). It sets
+// h.Root to root.
+func Scatter(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte, root int) error {
+	n, r, bs := t.Size(), t.Rank(), len(recv)
+	switch {
+	case root < 0 || root >= n:
+		return fmt.Errorf("pairwise: scatter: rank %d: root %d is not a rank of %d (0 to %d)", r, root, n, n-1)
+	case r == root && len(send) != n*bs:
+		return fmt.Errorf("pairwise: scatter: root %d: send is %d bytes; it must hold %d blocks of recv's %d bytes", r, len(send), n, bs)
+	}
+	h.Root = int32(root)
+	a := senders.Get().(*exchange)
+	defer a.release()
+	a.t, a.h, a.n, a.r, a.bs, a.send, a.recv, a.root, a.scatter = t, h, n, r, bs, send, recv, root, true
+	if r == root && !pipeline.SameBuffer(a.block(send, r), recv) {
+		copy(recv, a.block(send, r))
+	}
+	if n == 1 {
+		return nil
+	}
+	return a.run(ctx)
+}
+
 // eager reports whether the transport buffers a block (transport.Buffered),
 // so that a send completes whatever the peer does.
 func (a *exchange) eager() bool {
@@ -131,7 +162,7 @@ func (a *exchange) run(ctx context.Context) error {
 
 // release gives a back, with nothing of the caller's left in it.
 func (a *exchange) release() {
-	a.t, a.send, a.recv, a.own, a.stash, a.stashed, a.inPlace = nil, nil, nil, nil, nil, 0, false
+	a.t, a.send, a.recv, a.own, a.stash, a.stashed, a.inPlace, a.scatter = nil, nil, nil, nil, nil, 0, false, false
 	senders.Put(a)
 }
 
@@ -147,7 +178,9 @@ type exchange struct {
 	// before the first step, in that order.
 	stash   []byte
 	stashed int
-	inPlace bool              // an all-to-all in place: receives wait for the blocks they overwrite to leave
+	inPlace bool // an all-to-all in place: receives wait for the blocks they overwrite to leave
+	scatter bool // a scatter: only root's messages carry a block
+	root    int
 	sent    pipeline.Progress // steps sent, with a sender goroutine
 }
 
@@ -165,7 +198,10 @@ func (a *exchange) header(s int) transport.Header {
 func (a *exchange) sendStep(ctx context.Context, s int) error {
 	to := (a.r + s) % a.n
 	out := a.own
-	if out == nil {
+	switch {
+	case a.scatter && a.r != a.root:
+		out = nil // a header
+	case out == nil:
 		out = a.block(a.send, to)
 	}
 	if in := a.n - s; a.stash != nil && in <= a.stashed {
@@ -178,7 +214,10 @@ func (a *exchange) sendStep(ctx context.Context, s int) error {
 }
 
 func (a *exchange) what() string {
-	if a.own != nil {
+	switch {
+	case a.scatter:
+		return "scatter"
+	case a.own != nil:
 		return "all-gather"
 	}
 	return "all-to-all"
@@ -187,7 +226,14 @@ func (a *exchange) what() string {
 // recvStep receives block r-s from rank r-s.
 func (a *exchange) recvStep(ctx context.Context, s int) error {
 	from := (a.r - s + a.n) % a.n
-	if err := a.t.Recv(ctx, from, a.header(s), a.block(a.recv, from)); err != nil {
+	var in []byte // a scatter's header
+	switch {
+	case !a.scatter:
+		in = a.block(a.recv, from)
+	case from == a.root:
+		in = a.recv
+	}
+	if err := a.t.Recv(ctx, from, a.header(s), in); err != nil {
 		return fmt.Errorf("pairwise %s step %d/%d: %w", a.what(), s, a.n-1, err)
 	}
 	return nil
