@@ -402,11 +402,12 @@ func (c *Comm) gather(ctx context.Context, dt DType, send, recv []byte, root int
 
 // Scatter sends block k of send on rank root to recv on rank k. Every recv
 // has the same length; send is used only at the root, where it holds Size()
-// such blocks; other ranks may pass nil. Blocks under 128 KiB go over the dissemination pattern (algo/dissemination) as Broadcast
-// does, each rank passing on only the blocks of the ranks it serves;
-// larger ones go straight from the root to their ranks in a pairwise
-// exchange of headers (algo/pairwise). Either way every rank hears from
-// every rank before it returns, so ranks that disagree all get an error.
+// such blocks; other ranks may pass nil. Blocks under 128 KiB go over the
+// dissemination pattern (algo/dissemination) as Broadcast does, each rank
+// passing on only the blocks of the ranks it serves; larger ones go
+// straight from the root to their ranks in a pairwise exchange of headers
+// (algo/pairwise). Either way every rank hears from every rank before it
+// returns, so ranks that disagree all get an error.
 func (c *Comm) Scatter(ctx context.Context, dt DType, send, recv []byte, root int) error {
 	run, err := c.scatterOp(dt, send, recv, root)
 	return c.call(ctx, &nameScatter, run, err)
