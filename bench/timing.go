@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"math"
+	"runtime"
 	"time"
 
 	"github.com/montanaflynn/stats"
@@ -58,7 +59,17 @@ func Summarize(us []float64, keep bool) (Stats, float64) {
 // the per-iteration statistics of the slowest rank per iteration, and each
 // rank's mean combined over ranks every way RankTime offers, the one
 // cfg.RankTime names being TimeUS (Wrong, AlgBW and BusBW are left zero).
+//
+// Every rank first collects its heap, as Go's testing package does before
+// a benchmark: the garbage of the run's setup (connections, buffers,
+// statistics) otherwise brings the first collection into the first timed
+// loop, and a collection on one rank stalls them all. With 4 ranks on 2
+// cores, a 16-byte broadcast's first loop had each rank's first
+// collection in it (5.7-14 ms, GODEBUG=gctrace=1) and its first iteration
+// took 7-18 ms: 78-98 us a call against 66-74 in the same run's second
+// loop. The timed loop allocates nothing, so no collection falls in it.
 func measure(ctx context.Context, c *collkit.Comm, cfg Config, op func() error) (Measurement, error) {
+	runtime.GC()
 	for range cfg.Warmup {
 		if err := op(); err != nil {
 			return Measurement{}, err
