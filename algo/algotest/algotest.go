@@ -162,3 +162,34 @@ func OnEveryRank(ts []transport.Transport, fn func(ctx context.Context, r int, t
 	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// MismatchFailsEveryRank runs fn on every rank of ts at once, where the
+// ranks disagree on the call (what says how), a failing rank cancelling
+// the others' ctx as a communicator's abort would. It fails t unless every
+// rank returned an error and at least one of them is the mismatch itself
+// (transport.ErrMismatch), not only the cancellation that followed.
+func MismatchFailsEveryRank(t testing.TB, what string, ts []transport.Transport, fn func(ctx context.Context, r int, t transport.Transport) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	errs := make([]error, len(ts))
+	var wg sync.WaitGroup
+	for r, tr := range ts {
+		wg.Go(func() {
+			if errs[r] = fn(ctx, r, tr); errs[r] != nil {
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	mismatch := false
+	for r, err := range errs {
+		if err == nil {
+			t.Errorf("%s: rank %d returned no error", what, r)
+		}
+		mismatch = mismatch || errors.Is(err, transport.ErrMismatch)
+	}
+	if !mismatch {
+		t.Errorf("%s: no rank saw the mismatch: %v", what, errs)
+	}
+}

@@ -85,32 +85,13 @@ func TestAgree(t *testing.T) {
 				break
 			}
 			h.Seq++
-			errs := make([]error, n)
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			var wg sync.WaitGroup
-			for r, tr := range ts {
-				wg.Go(func() {
-					h := h
-					if r == odd {
-						h.Count = 0
-					}
-					if errs[r] = dissemination.Agree(ctx, tr, h); errs[r] != nil {
-						cancel() // as a communicator's abort would
-					}
-				})
-			}
-			wg.Wait()
-			cancel()
-			mismatch := false
-			for r, err := range errs {
-				if err == nil {
-					t.Errorf("n=%d, rank %d's count differs: rank %d agreed", n, odd, r)
+			algotest.MismatchFailsEveryRank(t, fmt.Sprintf("n=%d, rank %d's count differs", n, odd), ts, func(ctx context.Context, r int, tr transport.Transport) error {
+				h := h
+				if r == odd {
+					h.Count = 0
 				}
-				mismatch = mismatch || errors.Is(err, transport.ErrMismatch)
-			}
-			if !mismatch {
-				t.Errorf("n=%d, rank %d's count differs: no rank saw the mismatch: %v", n, odd, errs)
-			}
+				return dissemination.Agree(ctx, tr, h)
+			})
 		}
 	}
 }

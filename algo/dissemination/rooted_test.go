@@ -218,42 +218,23 @@ func TestDisagreementFailsEveryRank(t *testing.T) {
 			}
 			for n := 2; n <= 8; n++ {
 				for odd := range n {
-					ts := algotest.MemWorld(t, n)
-					errs := make([]error, n)
-					ctx, cancel := context.WithCancel(context.Background())
-					var wg sync.WaitGroup
-					for r, tr := range ts {
-						wg.Go(func() {
-							root, count, run := 0, 4, fn
-							if r == odd {
-								switch kind {
-								case "root":
-									root = n - 1
-								case "count":
-									count = 5
-								case "empty":
-									count = 0
-								case "collective":
-									run = colls[map[string]string{"broadcast": "scatter", "scatter": "gather", "gather": "reduce", "reduce": "barrier", "barrier": "broadcast"}[name]]
-								}
+					what := fmt.Sprintf("%s, %s differs on rank %d of %d", name, kind, odd, n)
+					algotest.MismatchFailsEveryRank(t, what, algotest.MemWorld(t, n), func(ctx context.Context, r int, tr transport.Transport) error {
+						root, count, run := 0, 4, fn
+						if r == odd {
+							switch kind {
+							case "root":
+								root = n - 1
+							case "count":
+								count = 5
+							case "empty":
+								count = 0
+							case "collective":
+								run = colls[map[string]string{"broadcast": "scatter", "scatter": "gather", "gather": "reduce", "reduce": "barrier", "barrier": "broadcast"}[name]]
 							}
-							if errs[r] = run(ctx, tr, r, root, count); errs[r] != nil {
-								cancel() // as a communicator's abort would
-							}
-						})
-					}
-					wg.Wait()
-					cancel()
-					mismatch := false
-					for r, err := range errs {
-						if err == nil {
-							t.Errorf("%s, %s differs on rank %d of %d: rank %d returned no error", name, kind, odd, n, r)
 						}
-						mismatch = mismatch || errors.Is(err, transport.ErrMismatch)
-					}
-					if !mismatch {
-						t.Errorf("%s, %s differs on rank %d of %d: no rank saw the mismatch: %v", name, kind, odd, n, errs)
-					}
+						return run(ctx, tr, r, root, count)
+					})
 				}
 			}
 		}

@@ -2,9 +2,7 @@ package pairwise_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"testing"
 
 	"github.com/collkit/collkit/algo/algotest"
@@ -85,42 +83,22 @@ func TestScatterDisagreementFailsEveryRank(t *testing.T) {
 	for _, kind := range []string{"root", "count", "empty"} {
 		for n := 2; n <= 6; n++ {
 			for odd := range n {
-				ts := algotest.MemWorld(t, n)
-				errs := make([]error, n)
-				ctx, cancel := context.WithCancel(context.Background())
-				var wg sync.WaitGroup
-				for r, tr := range ts {
-					wg.Go(func() {
-						root, count := 0, 4
-						if r == odd {
-							switch kind {
-							case "root":
-								root = n - 1
-							case "count":
-								count = 5
-							case "empty":
-								count = 0
-							}
+				what := fmt.Sprintf("%s differs on rank %d of %d", kind, odd, n)
+				algotest.MismatchFailsEveryRank(t, what, algotest.MemWorld(t, n), func(ctx context.Context, r int, tr transport.Transport) error {
+					root, count := 0, 4
+					if r == odd {
+						switch kind {
+						case "root":
+							root = n - 1
+						case "count":
+							count = 5
+						case "empty":
+							count = 0
 						}
-						h := transport.Header{Seq: 1, Coll: transport.CollScatter, Count: uint64(n * count), DType: reduce.Float32}
-						send := make([]byte, n*count*es)
-						if errs[r] = pairwise.Scatter(ctx, tr, h, send, make([]byte, count*es), root); errs[r] != nil {
-							cancel() // as a communicator's abort would
-						}
-					})
-				}
-				wg.Wait()
-				cancel()
-				mismatch := false
-				for r, err := range errs {
-					if err == nil {
-						t.Errorf("%s differs on rank %d of %d: rank %d returned no error", kind, odd, n, r)
 					}
-					mismatch = mismatch || errors.Is(err, transport.ErrMismatch)
-				}
-				if !mismatch {
-					t.Errorf("%s differs on rank %d of %d: no rank saw the mismatch: %v", kind, odd, n, errs)
-				}
+					h := transport.Header{Seq: 1, Coll: transport.CollScatter, Count: uint64(n * count), DType: reduce.Float32}
+					return pairwise.Scatter(ctx, tr, h, make([]byte, n*count*es), make([]byte, count*es), root)
+				})
 			}
 		}
 	}
