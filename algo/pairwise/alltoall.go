@@ -178,9 +178,9 @@ type exchange struct {
 	// before the first step, in that order.
 	stash   []byte
 	stashed int
-	inPlace bool // an all-to-all in place: receives wait for the blocks they overwrite to leave
-	scatter bool // a scatter: only root's messages carry a block
-	root    int
+	inPlace bool              // an all-to-all in place: receives wait for the blocks they overwrite to leave
+	scatter bool              // a scatter: only root's messages carry a block
+	root    int               // a scatter's root
 	sent    pipeline.Progress // steps sent, with a sender goroutine
 }
 
