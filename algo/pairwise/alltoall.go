@@ -109,8 +109,10 @@ func Scatter(ctx context.Context, t transport.Transport, h transport.Header, sen
 	a := senders.Get().(*exchange)
 	defer a.release()
 	a.t, a.h, a.n, a.r, a.bs, a.send, a.recv, a.root, a.scatter = t, h, n, r, bs, send, recv, root, true
-	if r == root && !pipeline.SameBuffer(a.block(send, r), recv) {
-		copy(recv, a.block(send, r))
+	if r == root {
+		if mine := a.block(send, r); !pipeline.SameBuffer(mine, recv) {
+			copy(recv, mine)
+		}
 	}
 	if n == 1 {
 		return nil
