@@ -64,3 +64,26 @@ func TestRunAdaptiveAgrees(t *testing.T) {
 		}
 	}
 }
+
+// WarmUp runs all-reduces until rank 0's time is up, every rank stops
+// after the same one, and a zero duration runs none.
+func TestWarmUp(t *testing.T) {
+	const n = 3
+	for _, d := range []time.Duration{0, 20 * time.Millisecond} {
+		ops := make([]uint64, n)
+		start := time.Now()
+		onRanks(t, n, func(c *collkit.Comm) ([]bench.Row, error) {
+			err := bench.WarmUp(context.Background(), c, d)
+			for _, row := range c.Stats() {
+				ops[c.Rank()] += row.Ops
+			}
+			return nil, err
+		})
+		if took := time.Since(start); took < d {
+			t.Errorf("WarmUp(%v) returned after %v", d, took)
+		}
+		if (d == 0) != (ops[0] == 0) || ops[1] != ops[0] || ops[2] != ops[0] {
+			t.Errorf("WarmUp(%v): collectives per rank %v, want as many on every rank, none only for 0", d, ops)
+		}
+	}
+}

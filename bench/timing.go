@@ -155,6 +155,36 @@ func measure(ctx context.Context, c *collkit.Comm, cfg Config, op func() error) 
 	return m, nil
 }
 
+// WarmUp runs 8-byte all-reduces on c until rank 0 has spent d in them,
+// before a run's first measurement. A fresh Go process runs its first few
+// milliseconds of collectives slower than the rest: the runtime's sysmon
+// thread starts out waking every 20 us and backs off to 10 ms only after
+// about 50 such wake-ups with the process busy (parked, it sleeps and
+// keeps its pace), and on a VM each of those wake-ups preempts the rank on
+// its core. Measured on a 2-core VM, 2 ranks, 8-byte all-reduce: the
+// first 700-800 iterations took 7-9 us against 4 us for all that followed,
+// so a first timed loop of 1000 iterations came out at 5.7-12 us, and the
+// same loop after 2000 warm-up iterations at 4.0; a bare Go exchange of 8
+// bytes had 51 voluntary and 50 involuntary context switches in its first
+// 1000 iterations, 3 and 3 in the next 1000. A per-size warm-up of a few
+// iterations (nccl-tests' 5) does not reach that far. Rank 0's clock decides, and each all-reduce
+// carries its verdict, so every rank stops after the same one.
+func WarmUp(ctx context.Context, c *collkit.Comm, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	start, stop := time.Now(), []int64{0}
+	for stop[0] == 0 {
+		if c.Rank() == 0 && time.Since(start) >= d {
+			stop[0] = 1
+		}
+		if err := collkit.AllReduce(ctx, c, stop, stop, collkit.Max); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // timedAdaptive runs batches of timed iterations until rank 0 has spent
 // cfg.MinTime in them (within cfg.MinIters..cfg.MaxIters). After each batch
 // rank 0 sizes the next one and every rank learns it through an all-reduce

@@ -73,6 +73,7 @@ func defineFlags(fs *pflag.FlagSet, o *options, c *compatFlags, raw *rawFlags) {
 	fs.DurationVar(&o.bench.MinTime, "min-time", 100*time.Millisecond, "without -n: iterate each size until this much time is spent timing it")
 	fs.IntVar(&o.bench.MaxIters, "max-iters", 1000, "without -n: at most this many iterations per size")
 	fs.IntVarP(&o.bench.Warmup, "warmup_iters", "w", 5, "untimed warm-up iterations per size")
+	fs.DurationVar(&o.warmupTime, "warmup-time", 50*time.Millisecond, "before the first size, 8-byte all-reduces for this long: a fresh process's first milliseconds of collectives run slower than the rest (0: none)")
 	fs.IntVarP(&o.bench.Check, "check", "c", 1, "verified iterations per size (0 disables the check; #wrong is then N/A)")
 	fs.StringVarP(&raw.dtype, "datatype", "d", "float32", "element type, a comma-separated list, or all: float32, float64, int32, int64, uint8, float16, bfloat16")
 	fs.StringVarP(&raw.op, "op", "o", "sum", "reduction, a comma-separated list, or all: sum, prod, min, max, avg")
@@ -205,8 +206,8 @@ func interpret(fs *pflag.FlagSet, o options, c compatFlags, raw rawFlags) (optio
 		return o, fmt.Errorf("--min-time %v, --max-iters %d: without -n both must be positive", o.bench.MinTime, o.bench.MaxIters)
 	case o.gates.minBW < 0:
 		return o, fmt.Errorf("--min-bw %g: must not be negative", o.gates.minBW)
-	case o.bench.Warmup < 0 || o.bench.Check < 0:
-		return o, fmt.Errorf("--warmup_iters and --check must not be negative")
+	case o.bench.Warmup < 0 || o.bench.Check < 0 || o.warmupTime < 0:
+		return o, fmt.Errorf("--warmup_iters, --warmup-time and --check must not be negative")
 	case o.nodes < 0 || o.nodes > o.np && o.npSet:
 		return o, fmt.Errorf("--nodes %d: must be between 1 and the number of ranks", o.nodes)
 	case o.intra != "" && o.intra != "shm" && o.intra != "group" && o.intra != "nccl":

@@ -47,9 +47,10 @@ type options struct {
 	nodes          int    // --nodes: simulated nodes
 	intra          string // --intra: Options.IntraNode
 	spinWait       time.Duration
-	bind           string // --bind: core or none
-	interleave     bool   // --interleave: size by size, the algorithms in turn
-	rounds         int    // --rounds: interleaved sweeps, the median kept
+	warmupTime     time.Duration // --warmup-time: bench.WarmUp before the first size
+	bind           string        // --bind: core or none
+	interleave     bool          // --interleave: size by size, the algorithms in turn
+	rounds         int           // --rounds: interleaved sweeps, the median kept
 	bench          bench.Config
 	coll           string         // --coll: the collective measured
 	root           int            // --root: the root of rooted collectives
@@ -421,6 +422,9 @@ func runTransport(ctx context.Context, env bootstrap.Env, store bootstrap.Store,
 		}
 		comm.Close()
 	}()
+	if err := bench.WarmUp(ctx, comm, opts.warmupTime); err != nil {
+		return nil, err
+	}
 	opts.metrics.add(comm, tr)
 	for cycle := 1; cycle <= max(opts.cycles, 1); cycle++ {
 		for _, v := range variants(opts, comm.Size()) {

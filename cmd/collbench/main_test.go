@@ -133,6 +133,7 @@ func TestBadInput(t *testing.T) {
 		{"group of broadcasts", nil, []string{"--group", "4", "--coll", "broadcast"}, "--group applies to --coll allreduce only"},
 		{"bad size", nil, []string{"--size", "lots"}, "not a positive byte count"},
 		{"no iterations", nil, []string{"-n", "0"}, "-n 0: at least one timed iteration"},
+		{"negative warm-up", nil, []string{"--warmup-time", "-1s"}, "--warmup-time"},
 		{"root not a rank", nil, []string{"--root", "5", "--coll", "broadcast"}, "--root 5 is not a rank of 4"},
 		{"root not a rank under a launcher", []string{"RANK=0", "WORLD_SIZE=2"}, []string{"--root", "2"}, "rank 0: --root 2 is not a rank of 2"},
 		{"old -t", nil, []string{"-t", "shm"}, "--transport shm"},
