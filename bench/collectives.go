@@ -3,7 +3,10 @@ package bench
 import (
 	"context"
 	"fmt"
+	"hash/crc32"
+	"os"
 	"slices"
+	"time"
 
 	"github.com/collkit/collkit"
 	"github.com/collkit/collkit/verify"
@@ -12,7 +15,7 @@ import (
 // Collectives lists the collectives RunCollective measures, as collbench's
 // --coll names them.
 func Collectives() []string {
-	return []string{"allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall", "gather", "scatter", "sendrecv"}
+	return []string{"allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall", "gather", "scatter", "barrier", "sendrecv"}
 }
 
 // BusFactor is busbw / algbw for collective coll on n ranks, as nccl-tests
@@ -43,6 +46,7 @@ type call struct {
 // collective is how the benchmark runs and checks one collective.
 type collective struct {
 	blocks  bool // S is n blocks: the count is rounded down to a multiple of n
+	noData  bool // moves no data (barrier): one row of 0 bytes, whatever the sizes
 	onRoot  bool // only the root's input is read (its buffer is also the output)
 	reduces bool // uses the op
 	rooted  bool
@@ -57,6 +61,10 @@ type collective struct {
 	// makes the expected values a few KiB at a time (verify.WrongFill,
 	// WrongExpect), so that a rank holds no third buffer of the size.
 	wrong func(x *call, seed uint64, recv []byte) int
+	// check, when set, replaces checkColl's element-by-element check (for
+	// a collective without data): the wrong outcomes summed over ranks, and
+	// whether it could check at all.
+	check func(ctx context.Context, x *call, cfg Config) (wrong int64, checked bool, err error)
 }
 
 func sameSizes(_ *call, s int) (int, int) { return s, s }
@@ -184,6 +192,15 @@ var collectives = map[string]collective{
 			return wrongFill(x, seed, recv, x.root, x.r*x.block/x.cfg.DType.Size())
 		},
 	},
+	"barrier": {
+		noData: true,
+		sizes:  func(*call, int) (int, int) { return 0, 0 },
+		args:   outOfPlace,
+		run: func(ctx context.Context, x *call, _, _ []byte) error {
+			return x.c.Barrier(ctx)
+		},
+		check: checkBarrier,
+	},
 	"sendrecv": {
 		sizes: sameSizes,
 		args:  outOfPlace,
@@ -225,7 +242,7 @@ func CollectiveAlgorithm(c *collkit.Comm, coll string, bytes int64) string {
 		return "ring"
 	case "scatter":
 		return c.ScatterAlgorithm(bytes)
-	case "gather":
+	case "gather", "barrier":
 		return "dissemination"
 	case "allgather", "alltoall":
 		if bytes <= collkit.DefaultTreeBytes {
@@ -241,7 +258,8 @@ func CollectiveAlgorithm(c *collkit.Comm, coll string, bytes int64) string {
 // size is S, the whole array of BusFactor; collectives made of one block per
 // rank round it down to a multiple of the ranks. root is used by broadcast,
 // reduce, gather and scatter. Every checked iteration compares every output
-// element with its exact expectation.
+// element with its exact expectation. The barrier moves no data: it is
+// measured once, as a row of 0 bytes, and checked by checkBarrier.
 //
 // With cfg.Device the buffers are on the GPU (see Config.Device) for the
 // collectives NCCL runs: all but alltoall, gather and scatter.
@@ -269,12 +287,19 @@ func RunCollective(ctx context.Context, c *collkit.Comm, coll string, cfg Config
 		if spec.blocks {
 			count = max(count/n, 1) * n
 		}
+		if spec.noData {
+			count = 0
+		}
 		return &call{c: c, cfg: cfg, n: n, r: c.Rank(), root: root, count: count, block: count / n * es}
 	}
 	// One send and one receive buffer for the whole sweep, of the largest
 	// size's lengths, are all a rank holds of the sizes.
 	var send, recv []byte
-	if sizes := cfg.Sizes(); len(sizes) > 0 {
+	sizes := cfg.Sizes()
+	if spec.noData {
+		sizes = sizes[:min(len(sizes), 1)]
+	}
+	if len(sizes) > 0 {
 		x := newCall(sizes[len(sizes)-1])
 		sb, rb := spec.sizes(x, x.count*es)
 		send, recv = make([]byte, sb), make([]byte, rb)
@@ -287,7 +312,7 @@ func RunCollective(ctx context.Context, c *collkit.Comm, coll string, cfg Config
 		}
 	}
 	var rows []Row
-	for _, size := range cfg.Sizes() {
+	for _, size := range sizes {
 		x := newCall(size)
 		count := x.count
 		sb, rb := spec.sizes(x, count*es)
@@ -312,10 +337,9 @@ func RunCollective(ctx context.Context, c *collkit.Comm, coll string, cfg Config
 			if *m, err = measure(ctx, c, cfg, x.runner(ctx, spec, inPlace)); err != nil {
 				return rows, err
 			}
-			if m.Wrong, err = checkColl(ctx, x, cfg, spec, inPlace); err != nil {
+			if m.Wrong, m.Checked, err = checkColl(ctx, x, cfg, spec, inPlace); err != nil {
 				return rows, err
 			}
-			m.Checked = cfg.Check > 0
 			m.setBandwidth(row.Bytes, BusFactor(coll, n))
 		}
 		rows = append(rows, row)
@@ -327,8 +351,11 @@ func RunCollective(ctx context.Context, c *collkit.Comm, coll string, cfg Config
 }
 
 // checkColl runs cfg.Check verified calls and returns the wrong elements
-// summed over ranks.
-func checkColl(ctx context.Context, x *call, cfg Config, spec collective, inPlace bool) (int64, error) {
+// summed over ranks, and whether anything was checked.
+func checkColl(ctx context.Context, x *call, cfg Config, spec collective, inPlace bool) (int64, bool, error) {
+	if spec.check != nil {
+		return spec.check(ctx, x, cfg)
+	}
 	var wrong [1]int64
 	for it := range cfg.Check {
 		seed := cfg.Seed + uint64(it) + 1
@@ -338,20 +365,20 @@ func checkColl(ctx context.Context, x *call, cfg Config, spec collective, inPlac
 			verify.Fill(cfg.DType, cfg.Op, send, seed, x.r)
 		}
 		if err := x.dev.upload(x); err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		if err := x.runner(ctx, spec, inPlace)(); err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		if err := x.dev.download(x); err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		wrong[0] += int64(spec.wrong(x, seed, recv))
 	}
 	if err := collkit.AllReduce(ctx, x.c, wrong[:], wrong[:], collkit.Sum); err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	return wrong[0], nil
+	return wrong[0], cfg.Check > 0, nil
 }
 
 // Reduces reports whether collective coll applies the reduction op.
@@ -362,3 +389,49 @@ func Rooted(coll string) bool { return collectives[coll].rooted }
 
 // IsCollective reports whether name is one of Collectives.
 func IsCollective(name string) bool { return slices.Contains(Collectives(), name) }
+
+// barrierLate is how much later than the others one rank enters each
+// checked barrier.
+const barrierLate = time.Millisecond
+
+// checkBarrier runs cfg.Check barriers in which one rank (the iteration's
+// number, modulo the ranks) enters barrierLate after the others, and counts
+// the ranks that left one before that rank entered it: what a barrier
+// promises. It compares the host's wall clock as read by each rank, so it
+// checks only when every rank runs on the same host (by host name);
+// otherwise it reports nothing checked.
+func checkBarrier(ctx context.Context, x *call, cfg Config) (int64, bool, error) {
+	if cfg.Check == 0 {
+		return 0, false, nil
+	}
+	host, _ := os.Hostname()
+	h := int64(crc32.ChecksumIEEE([]byte(host)))
+	hosts := []int64{h, -h} // the largest hash and minus the smallest
+	if err := collkit.AllReduce(ctx, x.c, hosts, hosts, collkit.Max); err != nil {
+		return 0, false, err
+	}
+	if hosts[0] != -hosts[1] {
+		return 0, false, nil
+	}
+	var wrong [1]int64
+	for it := range cfg.Check {
+		if x.r == it%x.n {
+			time.Sleep(barrierLate)
+		}
+		entered := []int64{time.Now().UnixNano()}
+		if err := x.c.Barrier(ctx); err != nil {
+			return 0, false, err
+		}
+		left := time.Now().UnixNano()
+		if err := collkit.AllReduce(ctx, x.c, entered, entered, collkit.Max); err != nil {
+			return 0, false, err
+		}
+		if left < entered[0] {
+			wrong[0]++
+		}
+	}
+	if err := collkit.AllReduce(ctx, x.c, wrong[:], wrong[:], collkit.Sum); err != nil {
+		return 0, false, err
+	}
+	return wrong[0], true, nil
+}

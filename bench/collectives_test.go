@@ -23,14 +23,15 @@ func TestRunCollective(t *testing.T) {
 			rows := onRanks(t, n, func(c *collkit.Comm) ([]bench.Row, error) {
 				return bench.RunCollective(context.Background(), c, coll, cfg, 2, nil)
 			})
-			if len(rows[0]) != len(cfg.Sizes()) {
-				t.Fatalf("%d rows, want %d", len(rows[0]), len(cfg.Sizes()))
+			barrier := coll == "barrier" // no data: one row of 0 bytes
+			if want := len(cfg.Sizes()); barrier && len(rows[0]) != 1 || !barrier && len(rows[0]) != want {
+				t.Fatalf("%d rows, want %d (1 for the barrier)", len(rows[0]), want)
 			}
 			for _, row := range rows[0] {
-				if w := row.OutOfPlace.Wrong + row.InPlace.Wrong; w != 0 {
-					t.Errorf("%d bytes: %d wrong elements", row.Bytes, w)
+				if w := row.OutOfPlace.Wrong + row.InPlace.Wrong; w != 0 || !row.OutOfPlace.Checked || !row.InPlace.Checked {
+					t.Errorf("%d bytes: %d wrong elements, checked %v and %v", row.Bytes, w, row.OutOfPlace.Checked, row.InPlace.Checked)
 				}
-				if row.OutOfPlace.TimeUS <= 0 || row.OutOfPlace.BusBW <= 0 {
+				if row.OutOfPlace.TimeUS <= 0 || (row.OutOfPlace.BusBW <= 0) != barrier || barrier && row.Bytes != 0 {
 					t.Errorf("%d bytes: time %v us, busbw %v", row.Bytes, row.OutOfPlace.TimeUS, row.OutOfPlace.BusBW)
 				}
 			}
@@ -40,7 +41,7 @@ func TestRunCollective(t *testing.T) {
 
 func TestBusFactor(t *testing.T) {
 	for coll, want := range map[string]float64{"allreduce": 1.5, "allgather": 0.75, "reducescatter": 0.75,
-		"alltoall": 0.75, "gather": 0.75, "scatter": 0.75, "broadcast": 1, "reduce": 1, "sendrecv": 1} {
+		"alltoall": 0.75, "gather": 0.75, "scatter": 0.75, "broadcast": 1, "reduce": 1, "sendrecv": 1, "barrier": 1} {
 		if got := bench.BusFactor(coll, 4); got != want {
 			t.Errorf("%s on 4 ranks: bus factor %v, want %v", coll, got, want)
 		}

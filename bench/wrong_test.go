@@ -34,6 +34,9 @@ func TestCheckFindsWrongElements(t *testing.T) {
 	cfg := bench.Config{MinBytes: 48 << 10, MaxBytes: 48 << 10, Iters: 1, Check: 1,
 		DType: reduce.Float32, Op: reduce.Sum, Seed: 9}
 	for _, coll := range bench.Collectives() {
+		if coll == "barrier" {
+			continue // no data to corrupt: TestCheckFindsEarlyBarrier
+		}
 		t.Run(coll, func(t *testing.T) {
 			net := mem.NewNetwork(n, mem.Config{})
 			defer net.Close()
@@ -60,5 +63,59 @@ func TestCheckFindsWrongElements(t *testing.T) {
 				t.Errorf("rows %+v: want wrong elements out of place and in place", rows[0])
 			}
 		})
+	}
+}
+
+// hasty lets its rank out of every barrier at once: it takes a barrier's
+// empty messages only when it next receives from the same peer, so it
+// never waits for the others to arrive.
+type hasty struct {
+	transport.Transport
+	owed map[int][]transport.Header
+}
+
+func (h *hasty) Recv(ctx context.Context, peer int, hd transport.Header, p []byte) error {
+	if hd.Coll == transport.CollBarrier {
+		h.owed[peer] = append(h.owed[peer], hd)
+		return nil
+	}
+	for _, o := range h.owed[peer] {
+		if err := h.Transport.Recv(ctx, peer, o, nil); err != nil {
+			return err
+		}
+	}
+	h.owed[peer] = nil
+	return h.Transport.Recv(ctx, peer, hd, p)
+}
+
+// A barrier that lets ranks out before all have entered is caught: in each
+// checked barrier one rank enters late, and the ranks that left before it
+// entered are counted.
+func TestCheckFindsEarlyBarrier(t *testing.T) {
+	const n = 3
+	cfg := bench.Config{MinBytes: 4, MaxBytes: 4, Iters: 1, Check: 2, DType: reduce.Float32, Op: reduce.Sum}
+	net := mem.NewNetwork(n, mem.Config{})
+	defer net.Close()
+	rows := make([][]bench.Row, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r, tr := range net.Transports() {
+		wg.Go(func() {
+			c, err := collkit.New(&hasty{tr, map[int][]transport.Header{}}, collkit.Options{})
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			rows[r], errs[r] = bench.RunCollective(context.Background(), c, "barrier", cfg, 0, nil)
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	if m := rows[0][0].OutOfPlace; !m.Checked || m.Wrong == 0 {
+		t.Errorf("out of place: checked %v, %d early leaves; want checked and some", m.Checked, m.Wrong)
 	}
 }

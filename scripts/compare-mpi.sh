@@ -13,9 +13,10 @@
 #   MIN=8 MAX=16M            all-reduce sweep (sizes double)
 #   SIZES="8 64 512 4K 16K 64K 256K 1M 4M 16M"   rows printed
 #   ALGOS="ring,tree,halvingdoubling,pairwise,adaptive"   over tcp; shm adds native
-#   COLLS="broadcast allgather reducescatter alltoall gather scatter reduce"
-#                            at COLL_NP ranks (gather, scatter and reduce
-#                            from scripts/mpi_rooted.c: the peers have none),
+#   COLLS="broadcast allgather reducescatter alltoall gather scatter reduce barrier"
+#                            at COLL_NP ranks (gather, scatter, reduce and
+#                            barrier from scripts/mpi_rooted.c: the peers
+#                            have none; barrier is one row of 0 bytes),
 #   COLL_NP=4 COLL_SIZES="16 1M"                        over tcp
 #   HEADLINE=5               alternating runs of the default command,
 #                            collbench --algo ring --size 16384 (np 4),
@@ -40,7 +41,7 @@ MIN=${MIN:-8}
 MAX=${MAX:-16M}
 SIZES=${SIZES:-8 64 512 4K 16K 64K 256K 1M 4M 16M}
 ALGOS=${ALGOS:-ring,tree,halvingdoubling,pairwise,adaptive}
-COLLS=${COLLS-broadcast allgather reducescatter alltoall gather scatter reduce}
+COLLS=${COLLS-broadcast allgather reducescatter alltoall gather scatter reduce barrier}
 COLL_NP=${COLL_NP:-4}
 COLL_SIZES=${COLL_SIZES:-16 1M}
 HEADLINE=${HEADLINE:-5}
@@ -85,10 +86,11 @@ mpi() {
   local coll=$1 np=$2 lo=$3 hi=$4 btl=$5 tr=$6 log wanted
   wanted=$(sizes $SIZES)
   [ "$coll" = allreduce ] || wanted=$(sizes $COLL_SIZES)
+  [ "$coll" != barrier ] || wanted=" 0 "
   log=$out/mpi-$coll-$tr-np$np-rep$rep.txt
   [ "$lo" -lt 2 ] || lo=$((lo / 2))
   case $coll in
-    gather | scatter | reduce) rooted "$coll" "$np" "$lo" "$hi" 20 "$btl" >"$log" ;;
+    gather | scatter | reduce | barrier) rooted "$coll" "$np" "$lo" "$hi" 20 "$btl" >"$log" ;;
     *) bash "$peers/mpi-colls.sh" "$coll" "$np" "$lo" "$hi" 20 "$btl" >"$log" ;;
   esac
   awk -v c="$coll" -v t="$tr" -v n="$np" -v w="$wanted" \
@@ -114,8 +116,10 @@ collkit() {
   local coll=$1 np=$2 lo=$3 hi=$4 tr=$5 algos=$6 csv wanted
   wanted=$(sizes $SIZES)
   [ "$coll" = allreduce ] || wanted=$(sizes $COLL_SIZES)
+  [ "$coll" != barrier ] || wanted=" 0 "
   csv=$out/collkit-$coll-$tr-np$np-rep$rep.csv
-  local args=(--np "$np" --coll "$coll" --transport "$tr" -b "$lo" -e "$hi" -f 2 -c 1 -q --csv "$csv")
+  local args=(--np "$np" --coll "$coll" --transport "$tr" -f 2 -c 1 -q --csv "$csv")
+  [ "$coll" = barrier ] || args+=(-b "$lo" -e "$hi")
   # --seed turns which algorithm goes first at a size from round to round.
   if [ "$coll" = allreduce ]; then args+=(--algo "$algos" --interleave --seed "$rep"); fi
   "$out/collbench" "${args[@]}" >"$out/collkit-$coll-$tr-np$np-rep$rep.txt"
@@ -144,7 +148,9 @@ for rep in $(seq 1 "$reps"); do
     done
   done
   for coll in $COLLS; do
-    for s in $COLL_SIZES; do
+    each=$COLL_SIZES
+    [ "$coll" != barrier ] || each=0
+    for s in $each; do
       echo "== round $rep/$reps: $coll $s, np $COLL_NP, tcp" >&2
       mpi "$coll" "$COLL_NP" "$(bytes "$s")" "$(bytes "$s")" tcp tcp
       collkit "$coll" "$COLL_NP" "$s" "$s" tcp ""

@@ -151,6 +151,12 @@ func interpret(fs *pflag.FlagSet, o options, c compatFlags, raw rawFlags) (optio
 	if !bench.IsCollective(o.coll) {
 		return o, fmt.Errorf("--coll %q: unknown collective (use one of %s)", o.coll, strings.Join(bench.Collectives(), ", "))
 	}
+	if o.coll == "barrier" {
+		if size != "" || fs.Changed("minbytes") || fs.Changed("maxbytes") || c.messageSize != "" {
+			return o, fmt.Errorf("--coll barrier moves no data: drop --size, -b and -e")
+		}
+		o.bench.MinBytes, o.bench.MaxBytes = es, es // one row, of 0 bytes
+	}
 	if o.coll != "allreduce" {
 		o.algos = o.algos[:1] // --algo picks the all-reduce algorithm only
 	}
