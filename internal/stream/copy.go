@@ -22,5 +22,9 @@ func Copy(dst, src []byte) int {
 	return n
 }
 
+// Available reports whether Copy streams on this platform; where it does
+// not, Copy is copy.
+func Available() bool { return available }
+
 // lineBytes is what the assembly loop writes per iteration: one cache line.
 const lineBytes = 64

@@ -86,6 +86,9 @@ func (t *Transport) Connect(ctx context.Context, store bootstrap.Store) (err err
 			outWait:  spin.Fixed(t.cfg.Yield),
 		}
 	}
+	if err := t.chooseStores(ctx); err != nil {
+		return fmt.Errorf("shm: rank %d connect: %w", t.cfg.Rank, err)
+	}
 	t.connected.Store(true)
 	return nil
 }

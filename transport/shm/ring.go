@@ -25,6 +25,7 @@ type ring struct {
 	data         []byte
 	size         uint64
 	mask         uint64
+	streaming    bool // put streams from streamMin up (Transport.Streaming)
 }
 
 func (t *Transport) newRing(s *segment, l layout, sender int) ring {
@@ -47,13 +48,14 @@ func (t *Transport) newRing(s *segment, l layout, sender int) ring {
 func (r *ring) batch() uint64 { return min(r.size/4, 256<<10) }
 
 // put copies b into the ring at position pos (which has room for it).
-// From streamMin up it streams (see package internal/stream): the reader
-// read these lines on the last lap, and ordinary stores would take each
-// one back from its cache first (ring all-reduce, np 2, 4 MiB: 1180 us a
-// call, 570 us streamed).
+// From streamMin up it streams when r.streaming (see package
+// internal/stream): the reader read these lines on the last lap, and on
+// some machines ordinary stores take each one back from its cache first
+// (2-core EPYC VM, ring all-reduce, np 2, 4 MiB: 1180 us a call, 570 us
+// streamed).
 func (r *ring) put(pos uint64, b []byte) {
 	i := pos & r.mask
-	if len(b) < streamMin {
+	if len(b) < streamMin || !r.streaming {
 		n := copy(r.data[i:], b)
 		copy(r.data, b[n:])
 		return

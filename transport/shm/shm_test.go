@@ -5,10 +5,14 @@ package shm_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/collkit/collkit/algo/algotest"
 	"github.com/collkit/collkit/transport"
 	"github.com/collkit/collkit/transport/shm"
 	"github.com/collkit/collkit/transport/transporttest"
@@ -34,6 +38,29 @@ func TestConformance(t *testing.T) {
 
 func TestConformanceSmallRing(t *testing.T) {
 	transporttest.Run(t, world(shm.Config{RingBytes: shm.MinRingBytes, Spin: -1, Yield: -1}))
+}
+
+// Each kind of store carries the conformance suite's messages (rings from
+// 4 KiB up stream or not) and the native all-reduce's sums, and a forced
+// kind is what the transport reports; an unknown kind is refused.
+func TestStores(t *testing.T) {
+	for _, st := range []shm.Stores{shm.StoresOrdinary, shm.StoresStreaming} {
+		t.Run(fmt.Sprint(st), func(t *testing.T) {
+			cfg := shm.Config{Stores: st, NativeBytes: 64 << 10}
+			transporttest.Run(t, world(cfg))
+			algotest.AllReduceWith(t, algotest.Native, algotest.ShmWorldWith(cfg), algotest.Options{
+				Sizes: []int{2, 3}, Counts: []int{1, 5000, 70000},
+			})
+			for r, tr := range world(cfg)(t, 2) {
+				if got, want := tr.(*shm.Transport).Streaming(), st == shm.StoresStreaming && runtime.GOARCH == "amd64"; got != want {
+					t.Errorf("rank %d: Streaming() = %v, want %v", r, got, want)
+				}
+			}
+		})
+	}
+	if _, err := shm.New(shm.Config{Size: 1, Stores: shm.StoresOrdinary + 1}); err == nil || !strings.Contains(err.Error(), "Stores") {
+		t.Errorf("Stores %d: got %v, want an error naming Stores", shm.StoresOrdinary+1, err)
+	}
 }
 
 // testDir is a directory of the test's own in /dev/shm (so that segments are

@@ -45,7 +45,8 @@ type Transport struct {
 	peers []*peer    // by rank; nil for this rank
 	name  string     // job token in segment names
 
-	native native
+	native    native
+	streaming bool // chooseStores's choice, made in Connect
 }
 
 // peer is the two rings with one other rank.
