@@ -134,10 +134,11 @@ func TestBuiltinChoices(t *testing.T) {
 }
 
 // Without a tuning file, adaptive over tcp and shm follows the built-in
-// table, measured by scripts/compare-mpi.sh on a 2-core machine: ring or
-// pairwise from 256 KiB on 4 and 8 ranks, where the shape terms alone had
-// chosen halving-doubling at 1.2-2.8x ring's time (issue 16), and
-// halving-doubling's few steps for small buffers. World sizes the table
+// table, measured by scripts/compare-mpi.sh on two 2-core VMs (see
+// internal/mkbuiltin's TestBuiltinNearBest): ring or pairwise from 256 KiB
+// on 4 and 8 ranks, where the shape terms alone had chosen halving-doubling
+// at 1.2-2.8x ring's time (issue 16), and halving-doubling's few steps for
+// small buffers. World sizes the table
 // did not measure use the nearest one's terms.
 func TestBuiltinTable(t *testing.T) {
 	table := adaptive.Builtin()
@@ -165,17 +166,19 @@ func TestBuiltinTable(t *testing.T) {
 		want  string
 	}{
 		{"tcp", 2, 8, "halvingdoubling"},
-		{"tcp", 2, 1 << 20, "halvingdoubling"},
+		// Halving-doubling won on the EPYC VM, ring by 1.25x on the Xeon;
+		// ring is within 1.13x of the best on both.
+		{"tcp", 2, 1 << 20, "ring"},
 		{"tcp", 4, 8, "halvingdoubling"},
 		// Pairwise's 256 KiB all-reduce at 4 ranks is bimodal (350 or
 		// 840 us, from round to round), ring's steady: over the rounds
 		// the table is fitted to, ring's median is lower.
 		{"tcp", 4, 256 << 10, "ring"},
-		{"tcp", 4, 16 << 20, "pairwise"},
+		{"tcp", 4, 16 << 20, "halvingdoubling"},
 		{"tcp", 8, 256 << 10, "pairwise"},
 		{"tcp", 6, 256 << 10, "pairwise"}, // 8 ranks' terms
-		{"tcp", 2, 64 << 10, "tree"},
-		{"shm", 4, 256 << 10, "pairwise"}, // without the native candidate
+		{"tcp", 2, 64 << 10, "halvingdoubling"},
+		{"shm", 4, 256 << 10, "ring"}, // without the native candidate
 	} {
 		if got, _ := (adaptive.Config{Transport: tc.tr}).Choose(tc.bytes, tc.n); got.Name != tc.want {
 			t.Errorf("%s, %d ranks, %d bytes: built-in table chose %s, want %s", tc.tr, tc.n, tc.bytes, got.Name, tc.want)
@@ -183,12 +186,12 @@ func TestBuiltinTable(t *testing.T) {
 	}
 	// With shm's native all-reduce among the candidates: it wins small
 	// buffers at every world size and everything above 2 ranks; at 2 the
-	// streaming rings carry the others past it from 8 KiB.
+	// rings carry the others past it from 8 KiB.
 	for _, tc := range []struct {
 		n     int
 		bytes int64
 		want  string
-	}{{2, 8, "native"}, {2, 2 << 10, "native"}, {2, 128 << 10, "ring"}, {3, 8, "native"}, {4, 1 << 20, "native"}, {8, 16 << 20, "native"}} {
+	}{{2, 8, "native"}, {2, 2 << 10, "native"}, {2, 128 << 10, "tree"}, {3, 8, "native"}, {4, 1 << 20, "native"}, {8, 16 << 20, "native"}} {
 		if got, _ := (adaptive.Config{Transport: "shm", Algorithms: adaptive.WithNative(nil)}).Choose(tc.bytes, tc.n); got.Name != tc.want {
 			t.Errorf("shm with native, %d ranks, %d bytes: built-in table chose %s, want %s", tc.n, tc.bytes, got.Name, tc.want)
 		}

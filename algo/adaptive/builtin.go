@@ -8,26 +8,28 @@ import (
 )
 
 // builtinJSON is the table adaptive uses without a tuning file: its
-// candidates measured by scripts/compare-mpi.sh on a quiet 2-core VM
-// (2026-11-24; 2, 3, 4 and 8 ranks over tcp and shm, 8 B to 16 MiB) and
-// fitted as `collbench tune` fits its sweeps, to the medians of every round
-// of several runs: 6 rounds for every world size and transport. Three
-// rounds were too few: a candidate whose time is bimodal from round to
-// round (pairwise at 256 KiB, 4 ranks) won two of three and ran 1.4x the
-// steady ring's median. The tcp rounds are from after tcp connections left
-// the system's bbr for cubic (3 runs), which made large messages up to 2x
-// faster and changed which candidate wins from 1 MiB. The shm rounds are
-// from after shm's rings and native all-reduce began to stream (3 runs,
-// 23:42-00:13 UTC), which made every shm candidate up to 2x faster from 64
-// KiB, and they include shm's native all-reduce, a candidate over the
-// transports that have one (WithNative). The rounds are kept in
+// candidates measured by scripts/compare-mpi.sh on two quiet 2-core VMs
+// that rank them differently, and fitted as `collbench tune` fits its
+// sweeps. The AMD EPYC VM's rounds (2026-11-24) are the medians of 6
+// rounds for every world size and transport: three were too few, since a
+// candidate whose time is bimodal from round to round (pairwise at 256
+// KiB, 4 ranks) won two of three and ran 1.4x the steady ring's median;
+// its tcp rounds are from after tcp connections left the system's bbr for
+// cubic, its shm rounds from after shm's rings and native all-reduce began
+// to stream. The Intel Xeon VM's (2026-11-25) are 6 rounds too, its shm
+// rounds from after shm began to time streaming against ordinary stores at
+// Connect (ordinary won there). Where the machines disagree, a candidate's
+// time is its worst ratio to the best over the two (internal/mkbuiltin):
+// adaptive picks the candidate least far from the best on either, at most
+// 1.17x it at every size measured (TestBuiltinNearBest), where the EPYC's
+// table alone ran up to 1.5x the Xeon's best. The rounds are kept in
 // internal/mkbuiltin/testdata, and TestBuiltinIsTheRounds checks that this
 // table is what they make:
 //
-//	go run ./algo/adaptive/internal/mkbuiltin algo/adaptive/internal/mkbuiltin/testdata/rounds-2026-11-25.txt > algo/adaptive/builtin.json
+//	go run ./algo/adaptive/internal/mkbuiltin algo/adaptive/internal/mkbuiltin/testdata/rounds-2026-11-25.txt algo/adaptive/internal/mkbuiltin/testdata/rounds-2026-11-25-xeon.txt > algo/adaptive/builtin.json
 //
-// (a newer run's OUT_DIR/raw.txt, or several concatenated, works the
-// same way, from the repository root).
+// (another machine's OUT_DIR/raw.txt, from the repository root, is one more
+// argument).
 //
 //go:embed builtin.json
 var builtinJSON []byte

@@ -27,9 +27,10 @@
 // transport.Header and its payload, back to back; a message larger than
 // the ring streams through it, the sender copying in batches of up to 256
 // KiB while the receiver copies out, so each byte is copied twice. The
-// sender copies 4 KiB or more with streaming stores (internal/stream): the
-// receiver read those lines on the ring's last lap, and ordinary stores
-// would first take each back from its cache. The receiver checks the header against the one it expects and fails with a
+// sender copies 4 KiB or more with streaming stores (internal/stream) where
+// Connect timed them faster than ordinary ones (Config.Stores): the
+// receiver read those lines on the ring's last lap, and on some machines
+// ordinary stores first take each back from its cache. The receiver checks the header against the one it expects and fails with a
 // *transport.MismatchError when they differ.
 //
 // # Waiting
@@ -54,8 +55,8 @@
 // the whole call in the line it fetched (Open MPI's vader calls these fast
 // boxes). Every rank then reduces all inputs in rank order, so all get the
 // same bits. Larger buffers go in chunks of half of Config.NativeBytes: for
-// each chunk every rank copies its input into its shared buffer (with
-// streaming stores, see package internal/stream), waits at a
+// each chunk every rank copies its input into its shared buffer (with the
+// stores Connect chose, see Config.Stores), waits at a
 // barrier, reduces its 1/Size slice from every rank's buffer in place into
 // its own, waits at a second barrier and copies all reduced slices out.
 // Slots and buffer halves alternate from one chunk to the next, so a rank

@@ -1,9 +1,15 @@
 // Command mkbuiltin writes adaptive's built-in table (algo/adaptive/
-// builtin.json) from the raw.txt of a scripts/compare-mpi.sh run: for every
+// builtin.json) from the raw.txt of scripts/compare-mpi.sh runs, one file
+// per machine (several runs of one machine concatenated): for every
 // transport and world size there, the median of the rounds of each
-// candidate at each size, fitted as `collbench tune` fits its sweeps.
+// candidate at each size, fitted as `collbench tune` fits its sweeps. With
+// several machines, which rank the candidates differently, a candidate's
+// time at a size is the worst over the machines of its median over that
+// machine's best candidate there, times the geometric mean of the
+// machines' best: adaptive then picks, at each size, the candidate that is
+// least far from the best on whichever of them it runs.
 //
-//	go run ./algo/adaptive/internal/mkbuiltin OUT_DIR/raw.txt > algo/adaptive/builtin.json
+//	go run ./algo/adaptive/internal/mkbuiltin MACHINE1.txt [MACHINE2.txt ...] > algo/adaptive/builtin.json
 package main
 
 import (
@@ -12,6 +18,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -22,11 +29,11 @@ import (
 )
 
 func main() {
-	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: mkbuiltin RAW.txt (from scripts/compare-mpi.sh) > algo/adaptive/builtin.json")
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: mkbuiltin RAW.txt... (from scripts/compare-mpi.sh, one file per machine) > algo/adaptive/builtin.json")
 		os.Exit(2)
 	}
-	t, err := build(os.Args[1])
+	t, err := build(os.Args[1:]...)
 	if err == nil {
 		var b []byte
 		if b, err = json.MarshalIndent(t, "", "  "); err == nil {
@@ -45,18 +52,51 @@ type key struct {
 	algo      string
 }
 
-// build reads lines "collkit allreduce TRANSPORT NP BYTES ALGO TIME_US" and
-// fits every candidate of adaptive it finds.
-func build(path string) (*adaptive.Table, error) {
+// medians maps a candidate to its median time at each size.
+type medians map[key]map[int64]float64
+
+// build fits every candidate of adaptive found in the files, one per
+// machine (see the package comment).
+func build(paths ...string) (*adaptive.Table, error) {
+	shapes := map[string]adaptive.Shape{}
+	for _, a := range adaptive.WithNative(nil) {
+		shapes[a.Name] = a.Shape
+	}
+	var machines []medians
+	for _, p := range paths {
+		m, err := read(p, shapes)
+		if err != nil {
+			return nil, err
+		}
+		machines = append(machines, m)
+	}
+	times := machines[0]
+	if len(machines) > 1 {
+		times = worstRatio(machines)
+	}
+	keys := slices.SortedFunc(maps.Keys(times), func(a, b key) int {
+		return cmp.Or(cmp.Compare(a.transport, b.transport), cmp.Compare(a.ranks, b.ranks), cmp.Compare(a.algo, b.algo))
+	})
+	t := &adaptive.Table{Schema: adaptive.Schema, Created: time.Now().UTC(), Host: "built-in: scripts/compare-mpi.sh on 2-core VMs"}
+	for _, k := range keys {
+		var samples []adaptive.Sample
+		for _, b := range slices.Sorted(maps.Keys(times[k])) {
+			samples = append(samples, adaptive.Sample{Bytes: b, TimeUS: times[k][b]})
+		}
+		t.Entries = append(t.Entries, adaptive.Entry{Transport: k.transport, Ranks: k.ranks, Algorithm: k.algo,
+			Fits: adaptive.FitSamples(shapes[k.algo], k.ranks, samples), Samples: samples})
+	}
+	return t, nil
+}
+
+// read takes the medians of one machine's lines "collkit allreduce
+// TRANSPORT NP BYTES ALGO TIME_US" for the candidates in shapes.
+func read(path string, shapes map[string]adaptive.Shape) (medians, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	shapes := map[string]adaptive.Shape{}
-	for _, a := range adaptive.WithNative(nil) {
-		shapes[a.Name] = a.Shape
-	}
 	times := map[key]map[int64][]float64{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
@@ -83,21 +123,58 @@ func build(path string) (*adaptive.Table, error) {
 		return nil, err
 	}
 	if len(times) == 0 {
-		return nil, fmt.Errorf("%s has no collkit all-reduce lines of ring, tree or halvingdoubling", path)
+		return nil, fmt.Errorf("%s has no collkit all-reduce lines of adaptive's candidates", path)
 	}
-	keys := slices.SortedFunc(maps.Keys(times), func(a, b key) int {
-		return cmp.Or(cmp.Compare(a.transport, b.transport), cmp.Compare(a.ranks, b.ranks), cmp.Compare(a.algo, b.algo))
-	})
-	t := &adaptive.Table{Schema: adaptive.Schema, Created: time.Now().UTC(), Host: "built-in: scripts/compare-mpi.sh on a 2-core VM"}
-	for _, k := range keys {
-		var samples []adaptive.Sample
-		for _, b := range slices.Sorted(maps.Keys(times[k])) {
-			samples = append(samples, adaptive.Sample{Bytes: b, TimeUS: median(times[k][b])})
+	m := medians{}
+	for k, sizes := range times {
+		m[k] = map[int64]float64{}
+		for b, v := range sizes {
+			m[k][b] = median(v)
 		}
-		t.Entries = append(t.Entries, adaptive.Entry{Transport: k.transport, Ranks: k.ranks, Algorithm: k.algo,
-			Fits: adaptive.FitSamples(shapes[k.algo], k.ranks, samples), Samples: samples})
 	}
-	return t, nil
+	return m, nil
+}
+
+// worstRatio combines machines (see the package comment): a candidate and
+// size that some machine lacks are left out.
+func worstRatio(machines []medians) medians {
+	type point struct {
+		transport string
+		ranks     int
+		bytes     int64
+	}
+	best := make([]map[point]float64, len(machines))
+	for i, m := range machines {
+		best[i] = map[point]float64{}
+		for k, sizes := range m {
+			for b, us := range sizes {
+				p := point{k.transport, k.ranks, b}
+				if v, ok := best[i][p]; !ok || us < v {
+					best[i][p] = us
+				}
+			}
+		}
+	}
+	out := medians{}
+	for k, sizes := range machines[0] {
+	size:
+		for b := range sizes {
+			p, worst, logBest := point{k.transport, k.ranks, b}, 0.0, 0.0
+			for i, m := range machines {
+				us, ok := m[k][b]
+				if !ok {
+					continue size
+				}
+				worst = max(worst, us/best[i][p])
+				logBest += math.Log(best[i][p])
+			}
+			if out[k] == nil {
+				out[k] = map[int64]float64{}
+			}
+			out[k][b] = worst * math.Exp(logBest/float64(len(machines)))
+		}
+	}
+	return out
 }
 
 func median(v []float64) float64 {
