@@ -229,7 +229,7 @@ type Comm struct {
 	rank, size    int
 	base          transport.Transport // what New got: Close closes it
 	treeBytes     int                 // rooted collectives up to this size use a tree
-	scatterBytes  int                 // scatter blocks from this size go straight from the root (pairwise)
+	directBytes   int                 // scatter and gather blocks from this size go straight between root and ranks (pairwise)
 	bcastBytes    int                 // broadcasts up to this size use a tree
 	sub           subState            // sub-communicators (comm_split.go)
 	obs           observer            // statistics, spans, log (comm_observe.go)
@@ -262,7 +262,7 @@ func New(t transport.Transport, opts Options) (*Comm, error) {
 	}
 	c := &Comm{t: t, algo: algo, timeout: opts.Timeout, transportName: opts.Transport,
 		rank: t.Rank(), size: t.Size(), base: t, treeBytes: DefaultTreeBytes, bcastBytes: DefaultBroadcastTreeBytes,
-		scatterBytes: scatterDirectBytes}
+		directBytes: directBlockBytes}
 	if c.nodes, err = opts.nodes(t.Size()); err != nil {
 		return nil, fmt.Errorf("collkit: rank %d: %w", t.Rank(), err)
 	}

@@ -41,10 +41,11 @@ const DefaultTreeBytes = 64 << 10
 // across hosts.
 const DefaultBroadcastTreeBytes = 4 << 20
 
-// scatterDirectBytes is the block size (one rank's recv) from which
-// Scatter sends every block straight from the root (pairwise.Scatter)
-// rather than down the dissemination pattern's tree, which passes half the
-// blocks on and so moves more bytes, one round after another. Measured
+// directBlockBytes is the block size (one rank's part) from which Scatter
+// sends every block straight from the root (pairwise.Scatter), and Gather
+// straight to it (pairwise.Gather), rather than down or up the
+// dissemination pattern's tree, which passes half the blocks on and so
+// moves more bytes, one round after another. Measured for Scatter
 // over loopback TCP on 2 cores (2026-11-25, alternating runs, out of place
 // and in place): at 4 ranks 1 MiB took 207-291 us straight against 326-359
 // down the tree (Open MPI 246-281) and 512 KiB 169-223 against 241-273; at
@@ -52,7 +53,7 @@ const DefaultBroadcastTreeBytes = 4 << 20
 // either way, while 128 KiB (16 KiB blocks) took 378-415 straight against
 // 244-269: the pairwise exchange's n(n-1) headers cost more than a tree's
 // n log2(n) there.
-const scatterDirectBytes = 128 << 10
+const directBlockBytes = 128 << 10
 
 // Algorithm ids sent in the headers of the collectives other than
 // all-reduce, so that ranks that picked different algorithms for the same
@@ -363,10 +364,11 @@ func (c *Comm) reduceScatter(ctx context.Context, dt DType, op Op, send, recv []
 
 // Gather collects every rank's send, all of the same length, into recv on
 // rank root, block k from rank k. recv is used only at the root, where it
-// holds Size() blocks; other ranks may pass nil. It runs over the
-// dissemination pattern (algo/dissemination): the blocks reach the root as
-// up a binomial tree, and every rank hears from every rank before it
-// returns.
+// holds Size() blocks; other ranks may pass nil. Blocks under 128 KiB
+// reach the root over the dissemination pattern (algo/dissemination), as
+// up a binomial tree; larger ones go straight to the root in a pairwise
+// exchange of headers (algo/pairwise). Either way every rank hears from
+// every rank before it returns, so ranks that disagree all get an error.
 func (c *Comm) Gather(ctx context.Context, dt DType, send, recv []byte, root int) error {
 	run, err := c.gatherOp(dt, send, recv, root)
 	return c.call(ctx, &nameGather, run, err)
@@ -394,9 +396,17 @@ func (c *Comm) gatherOp(dt DType, send, recv []byte, root int) (operation, error
 }
 
 func (c *Comm) gather(ctx context.Context, dt DType, send, recv []byte, root int) error {
-	return c.runColl(ctx, "gather", header(transport.CollGather, dt, 0, c.Size()*len(send)/dt.Size(), root, algoDissemination),
+	h := header(transport.CollGather, dt, 0, c.Size()*len(send)/dt.Size(), root, algoDissemination)
+	if c.viaTree(len(send)) {
+		return c.runColl(ctx, "gather (dissemination)", h,
+			func(ctx context.Context, t transport.Transport, h transport.Header) error {
+				return dissemination.Gather(ctx, t, h, send, recv, root)
+			})
+	}
+	h.Algo = algoPairwise
+	return c.runColl(ctx, "gather (pairwise)", h,
 		func(ctx context.Context, t transport.Transport, h transport.Header) error {
-			return dissemination.Gather(ctx, t, h, send, recv, root)
+			return pairwise.Gather(ctx, t, h, send, recv, root)
 		})
 }
 
@@ -436,21 +446,23 @@ func (c *Comm) scatterOp(dt DType, send, recv []byte, root int) (operation, erro
 
 // ScatterAlgorithm names what a Scatter of bytes (the root's send, every
 // rank's block) runs, as Stats names it: "dissemination" (the binomial
-// tree) or "pairwise" (every block straight from the root).
+// tree) or "pairwise" (every block straight from the root). A Gather of
+// bytes (the root's recv) runs the same, up the tree or straight to the
+// root.
 func (c *Comm) ScatterAlgorithm(bytes int64) string {
-	if c.scatterTree(int(bytes / int64(c.Size()))) {
+	if c.viaTree(int(bytes / int64(c.Size()))) {
 		return "dissemination"
 	}
 	return "pairwise"
 }
 
-// scatterTree reports whether a scatter of blocks of n bytes goes down the
-// tree (see scatterDirectBytes).
-func (c *Comm) scatterTree(n int) bool { return n < c.scatterBytes }
+// viaTree reports whether a scatter or gather of blocks of n bytes goes
+// through the tree (see directBlockBytes).
+func (c *Comm) viaTree(n int) bool { return n < c.directBytes }
 
 func (c *Comm) scatter(ctx context.Context, dt DType, send, recv []byte, root int) error {
 	h := header(transport.CollScatter, dt, 0, c.Size()*len(recv)/dt.Size(), root, algoDissemination)
-	if c.scatterTree(len(recv)) {
+	if c.viaTree(len(recv)) {
 		return c.runColl(ctx, "scatter (dissemination)", h,
 			func(ctx context.Context, t transport.Transport, h transport.Header) error {
 				return dissemination.Scatter(ctx, t, h, send, recv, root)

@@ -73,7 +73,7 @@ func testCollectives(t *testing.T, world algotest.World, sizes []int, counts []i
 				cs := newComms(t, world(t, n))
 				for _, c := range cs {
 					if path == "ring" {
-						c.treeBytes, c.bcastBytes, c.scatterBytes = -1, -1, 0
+						c.treeBytes, c.bcastBytes, c.directBytes = -1, -1, 0
 					}
 				}
 				var seed uint64

@@ -109,7 +109,7 @@ func (c *Comm) split(ctx context.Context, color, key int) (*Comm, error) {
 	sub := &Comm{
 		t: view, base: view, rank: view.Rank(), size: view.Size(),
 		transportName: c.transportName, algo: c.algo, tuning: c.tuning, nodes: nodes,
-		timeout: c.timeout, treeBytes: c.treeBytes, bcastBytes: c.bcastBytes, scatterBytes: c.scatterBytes,
+		timeout: c.timeout, treeBytes: c.treeBytes, bcastBytes: c.bcastBytes, directBytes: c.directBytes,
 		sub: subState{mux: c.sub.mux, members: parents, id: id},
 	}
 	if sub.run, err = sub.algorithm(sub.algo); err != nil {

@@ -240,9 +240,9 @@ func CollectiveAlgorithm(c *collkit.Comm, coll string, bytes int64) string {
 			return "dissemination"
 		}
 		return "ring"
-	case "scatter":
+	case "scatter", "gather":
 		return c.ScatterAlgorithm(bytes)
-	case "gather", "barrier":
+	case "barrier":
 		return "dissemination"
 	case "allgather", "alltoall":
 		if bytes <= collkit.DefaultTreeBytes {

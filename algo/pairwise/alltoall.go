@@ -120,6 +120,37 @@ func Scatter(ctx context.Context, t transport.Transport, h transport.Header, sen
 	return a.run(ctx)
 }
 
+// Gather sends send on every rank of t to block k of recv on rank root,
+// each block straight to the root: the steps of Scatter, with only the
+// messages to the root carrying a block. So every rank hears from every
+// rank, and ranks that disagree on the call all fail it, while no block
+// crosses more than one link (see Comm.Gather for the sizes each suits).
+// recv is written only at the root, where it holds n blocks of send's
+// length; the root's send may be its own block of recv (in place). It sets
+// h.Root to root.
+func Gather(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte, root int) error {
+	n, r, bs := t.Size(), t.Rank(), len(send)
+	switch {
+	case root < 0 || root >= n:
+		return fmt.Errorf("pairwise: gather: rank %d: root %d is not a rank of %d (0 to %d)", r, root, n, n-1)
+	case r == root && len(recv) != n*bs:
+		return fmt.Errorf("pairwise: gather: root %d: recv is %d bytes; it must hold %d blocks of send's %d bytes", r, len(recv), n, bs)
+	}
+	h.Root = int32(root)
+	a := senders.Get().(*exchange)
+	defer a.release()
+	a.t, a.h, a.n, a.r, a.bs, a.send, a.recv, a.own, a.root, a.gather = t, h, n, r, bs, send, recv, send, root, true
+	if r == root {
+		if mine := a.block(recv, r); !pipeline.SameBuffer(send, mine) {
+			copy(mine, send)
+		}
+	}
+	if n == 1 {
+		return nil
+	}
+	return a.run(ctx)
+}
+
 // eager reports whether the transport buffers a block (transport.Buffered),
 // so that a send completes whatever the peer does.
 func (a *exchange) eager() bool {
@@ -164,7 +195,7 @@ func (a *exchange) run(ctx context.Context) error {
 
 // release gives a back, with nothing of the caller's left in it.
 func (a *exchange) release() {
-	a.t, a.send, a.recv, a.own, a.stash, a.stashed, a.inPlace, a.scatter = nil, nil, nil, nil, nil, 0, false, false
+	a.t, a.send, a.recv, a.own, a.stash, a.stashed, a.inPlace, a.scatter, a.gather = nil, nil, nil, nil, nil, 0, false, false, false
 	senders.Put(a)
 }
 
@@ -175,14 +206,15 @@ type exchange struct {
 	h          transport.Header
 	n, r, bs   int
 	send, recv []byte
-	own        []byte // all-gather: the block every step sends
+	own        []byte // all-gather: the block every step sends; gather: the one to the root
 	// In place, the blocks that arrive at steps 1 to stashed, copied
 	// before the first step, in that order.
 	stash   []byte
 	stashed int
 	inPlace bool              // an all-to-all in place: receives wait for the blocks they overwrite to leave
 	scatter bool              // a scatter: only root's messages carry a block
-	root    int               // a scatter's root
+	gather  bool              // a gather: only the messages to root carry a block
+	root    int               // a scatter's or gather's root
 	sent    pipeline.Progress // steps sent, with a sender goroutine
 }
 
@@ -201,7 +233,7 @@ func (a *exchange) sendStep(ctx context.Context, s int) error {
 	to := (a.r + s) % a.n
 	out := a.own
 	switch {
-	case a.scatter && a.r != a.root:
+	case a.scatter && a.r != a.root, a.gather && to != a.root:
 		out = nil // a header
 	case out == nil:
 		out = a.block(a.send, to)
@@ -219,6 +251,8 @@ func (a *exchange) what() string {
 	switch {
 	case a.scatter:
 		return "scatter"
+	case a.gather:
+		return "gather"
 	case a.own != nil:
 		return "all-gather"
 	}
@@ -228,8 +262,12 @@ func (a *exchange) what() string {
 // recvStep receives block r-s from rank r-s.
 func (a *exchange) recvStep(ctx context.Context, s int) error {
 	from := (a.r - s + a.n) % a.n
-	var in []byte // a scatter's header
+	var in []byte // a scatter's or gather's header
 	switch {
+	case a.gather:
+		if a.r == a.root {
+			in = a.block(a.recv, from)
+		}
 	case !a.scatter:
 		in = a.block(a.recv, from)
 	case from == a.root:
