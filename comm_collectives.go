@@ -397,14 +397,10 @@ func (c *Comm) gatherOp(dt DType, send, recv []byte, root int) (operation, error
 
 func (c *Comm) gather(ctx context.Context, dt DType, send, recv []byte, root int) error {
 	h := header(transport.CollGather, dt, 0, c.Size()*len(send)/dt.Size(), root, algoDissemination)
-	if c.viaTree(len(send)) {
-		return c.runColl(ctx, "gather (dissemination)", h,
-			func(ctx context.Context, t transport.Transport, h transport.Header) error {
-				return dissemination.Gather(ctx, t, h, send, recv, root)
-			})
-	}
-	h.Algo = algoPairwise
-	return c.runColl(ctx, "gather (pairwise)", h,
+	return c.treeOrDirect(ctx, "gather", h, len(send),
+		func(ctx context.Context, t transport.Transport, h transport.Header) error {
+			return dissemination.Gather(ctx, t, h, send, recv, root)
+		},
 		func(ctx context.Context, t transport.Transport, h transport.Header) error {
 			return pairwise.Gather(ctx, t, h, send, recv, root)
 		})
@@ -462,17 +458,24 @@ func (c *Comm) viaTree(n int) bool { return n < c.directBytes }
 
 func (c *Comm) scatter(ctx context.Context, dt DType, send, recv []byte, root int) error {
 	h := header(transport.CollScatter, dt, 0, c.Size()*len(recv)/dt.Size(), root, algoDissemination)
-	if c.viaTree(len(recv)) {
-		return c.runColl(ctx, "scatter (dissemination)", h,
-			func(ctx context.Context, t transport.Transport, h transport.Header) error {
-				return dissemination.Scatter(ctx, t, h, send, recv, root)
-			})
-	}
-	h.Algo = algoPairwise
-	return c.runColl(ctx, "scatter (pairwise)", h,
+	return c.treeOrDirect(ctx, "scatter", h, len(recv),
+		func(ctx context.Context, t transport.Transport, h transport.Header) error {
+			return dissemination.Scatter(ctx, t, h, send, recv, root)
+		},
 		func(ctx context.Context, t transport.Transport, h transport.Header) error {
 			return pairwise.Scatter(ctx, t, h, send, recv, root)
 		})
+}
+
+// treeOrDirect runs a scatter or gather (what) of blocks of block bytes:
+// tree over the dissemination pattern, or direct, each block straight
+// between the root and its rank (see directBlockBytes).
+func (c *Comm) treeOrDirect(ctx context.Context, what string, h transport.Header, block int, tree, direct func(context.Context, transport.Transport, transport.Header) error) error {
+	if c.viaTree(block) {
+		return c.runColl(ctx, what+" (dissemination)", h, tree)
+	}
+	h.Algo = algoPairwise
+	return c.runColl(ctx, what+" (pairwise)", h, direct)
 }
 
 // AllToAll sends block k of send to rank k, and receives rank k's block

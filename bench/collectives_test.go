@@ -8,6 +8,7 @@ import (
 	"github.com/collkit/collkit"
 	"github.com/collkit/collkit/bench"
 	"github.com/collkit/collkit/reduce"
+	"github.com/collkit/collkit/transport"
 	"github.com/collkit/collkit/transport/mem"
 )
 
@@ -77,6 +78,12 @@ func TestRunGroup(t *testing.T) {
 // rank's rows.
 func onRanks(t *testing.T, n int, fn func(c *collkit.Comm) ([]bench.Row, error)) [][]bench.Row {
 	t.Helper()
+	return onWrapped(t, n, func(tr transport.Transport) transport.Transport { return tr }, fn)
+}
+
+// onWrapped is onRanks with every rank's transport wrapped by wrap.
+func onWrapped(t *testing.T, n int, wrap func(transport.Transport) transport.Transport, fn func(c *collkit.Comm) ([]bench.Row, error)) [][]bench.Row {
+	t.Helper()
 	net := mem.NewNetwork(n, mem.Config{})
 	defer net.Close()
 	rows := make([][]bench.Row, n)
@@ -84,7 +91,7 @@ func onRanks(t *testing.T, n int, fn func(c *collkit.Comm) ([]bench.Row, error))
 	var wg sync.WaitGroup
 	for r, tr := range net.Transports() {
 		wg.Go(func() {
-			c, err := collkit.New(tr, collkit.Options{})
+			c, err := collkit.New(wrap(tr), collkit.Options{})
 			if err != nil {
 				errs[r] = err
 				return

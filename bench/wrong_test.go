@@ -2,14 +2,12 @@ package bench_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 
 	"github.com/collkit/collkit"
 	"github.com/collkit/collkit/bench"
 	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
-	"github.com/collkit/collkit/transport/mem"
 )
 
 // flipping flips a bit of the first byte of every payload of at least
@@ -38,27 +36,10 @@ func TestCheckFindsWrongElements(t *testing.T) {
 			continue // no data to corrupt: TestCheckFindsEarlyBarrier
 		}
 		t.Run(coll, func(t *testing.T) {
-			net := mem.NewNetwork(n, mem.Config{})
-			defer net.Close()
-			rows := make([][]bench.Row, n)
-			errs := make([]error, n)
-			var wg sync.WaitGroup
-			for r, tr := range net.Transports() {
-				wg.Go(func() {
-					c, err := collkit.New(flipping{tr}, collkit.Options{})
-					if err != nil {
-						errs[r] = err
-						return
-					}
-					rows[r], errs[r] = bench.RunCollective(context.Background(), c, coll, cfg, 1, nil)
+			rows := onWrapped(t, n, func(tr transport.Transport) transport.Transport { return flipping{tr} },
+				func(c *collkit.Comm) ([]bench.Row, error) {
+					return bench.RunCollective(context.Background(), c, coll, cfg, 1, nil)
 				})
-			}
-			wg.Wait()
-			for r, err := range errs {
-				if err != nil {
-					t.Fatalf("rank %d: %v", r, err)
-				}
-			}
 			if len(rows[0]) != 1 || rows[0][0].OutOfPlace.Wrong == 0 || rows[0][0].InPlace.Wrong == 0 {
 				t.Errorf("rows %+v: want wrong elements out of place and in place", rows[0])
 			}
@@ -94,27 +75,10 @@ func (h *hasty) Recv(ctx context.Context, peer int, hd transport.Header, p []byt
 func TestCheckFindsEarlyBarrier(t *testing.T) {
 	const n = 3
 	cfg := bench.Config{MinBytes: 4, MaxBytes: 4, Iters: 1, Check: 2, DType: reduce.Float32, Op: reduce.Sum}
-	net := mem.NewNetwork(n, mem.Config{})
-	defer net.Close()
-	rows := make([][]bench.Row, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r, tr := range net.Transports() {
-		wg.Go(func() {
-			c, err := collkit.New(&hasty{tr, map[int][]transport.Header{}}, collkit.Options{})
-			if err != nil {
-				errs[r] = err
-				return
-			}
-			rows[r], errs[r] = bench.RunCollective(context.Background(), c, "barrier", cfg, 0, nil)
+	rows := onWrapped(t, n, func(tr transport.Transport) transport.Transport { return &hasty{tr, map[int][]transport.Header{}} },
+		func(c *collkit.Comm) ([]bench.Row, error) {
+			return bench.RunCollective(context.Background(), c, "barrier", cfg, 0, nil)
 		})
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
-	}
 	if m := rows[0][0].OutOfPlace; !m.Checked || m.Wrong == 0 {
 		t.Errorf("out of place: checked %v, %d early leaves; want checked and some", m.Checked, m.Wrong)
 	}
