@@ -397,7 +397,7 @@ func (c *Comm) gatherOp(dt DType, send, recv []byte, root int) (operation, error
 
 func (c *Comm) gather(ctx context.Context, dt DType, send, recv []byte, root int) error {
 	h := header(transport.CollGather, dt, 0, c.Size()*len(send)/dt.Size(), root, algoDissemination)
-	return c.treeOrDirect(ctx, "gather", h, len(send),
+	return c.treeOrDirect(ctx, [2]string{"gather (dissemination)", "gather (pairwise)"}, h, len(send),
 		func(ctx context.Context, t transport.Transport, h transport.Header) error {
 			return dissemination.Gather(ctx, t, h, send, recv, root)
 		},
@@ -458,7 +458,7 @@ func (c *Comm) viaTree(n int) bool { return n < c.directBytes }
 
 func (c *Comm) scatter(ctx context.Context, dt DType, send, recv []byte, root int) error {
 	h := header(transport.CollScatter, dt, 0, c.Size()*len(recv)/dt.Size(), root, algoDissemination)
-	return c.treeOrDirect(ctx, "scatter", h, len(recv),
+	return c.treeOrDirect(ctx, [2]string{"scatter (dissemination)", "scatter (pairwise)"}, h, len(recv),
 		func(ctx context.Context, t transport.Transport, h transport.Header) error {
 			return dissemination.Scatter(ctx, t, h, send, recv, root)
 		},
@@ -467,15 +467,16 @@ func (c *Comm) scatter(ctx context.Context, dt DType, send, recv []byte, root in
 		})
 }
 
-// treeOrDirect runs a scatter or gather (what) of blocks of block bytes:
-// tree over the dissemination pattern, or direct, each block straight
-// between the root and its rank (see directBlockBytes).
-func (c *Comm) treeOrDirect(ctx context.Context, what string, h transport.Header, block int, tree, direct func(context.Context, transport.Transport, transport.Header) error) error {
+// treeOrDirect runs a scatter or gather of blocks of block bytes: tree
+// over the dissemination pattern, or direct, each block straight between
+// the root and its rank (see directBlockBytes); names are the two ways'
+// names in errors (literals: a concatenation per call would allocate).
+func (c *Comm) treeOrDirect(ctx context.Context, names [2]string, h transport.Header, block int, tree, direct func(context.Context, transport.Transport, transport.Header) error) error {
 	if c.viaTree(block) {
-		return c.runColl(ctx, what+" (dissemination)", h, tree)
+		return c.runColl(ctx, names[0], h, tree)
 	}
 	h.Algo = algoPairwise
-	return c.runColl(ctx, what+" (pairwise)", h, direct)
+	return c.runColl(ctx, names[1], h, direct)
 }
 
 // AllToAll sends block k of send to rank k, and receives rank k's block

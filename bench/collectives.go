@@ -391,8 +391,9 @@ func Rooted(coll string) bool { return collectives[coll].rooted }
 func IsCollective(name string) bool { return slices.Contains(Collectives(), name) }
 
 // barrierLate is how much later than the others one rank enters each
-// checked barrier.
-const barrierLate = time.Millisecond
+// checked barrier: long enough that a barrier letting the others out at
+// once has them out before it, even on a loaded machine.
+const barrierLate = 5 * time.Millisecond
 
 // checkBarrier runs cfg.Check barriers in which one rank (the iteration's
 // number, modulo the ranks) enters barrierLate after the others, and counts

@@ -20,20 +20,18 @@ const (
 )
 
 // chooseStores settles whether this rank streams what its peers read next
-// (Config.Stores). For StoresAuto every rank, in step with the others,
-// fills the start of its right neighbour's ring, passes a barrier, copies
-// the start of its own ring from its left neighbour, and passes another,
-// with each kind of store in turn, and keeps the kind whose rounds took
-// less time in all. The rings carry no message yet, so this touches no
-// state but the native barrier's count, which every rank advances alike.
+// (Config.Stores). Every rank, in step with the others, fills the start of
+// its right neighbour's ring, passes a barrier, copies the start of its own
+// ring from its left neighbour, and passes another, with each kind of store
+// in turn; under StoresAuto it keeps the kind whose rounds took less time
+// in all. The rounds run whatever a rank's Stores, so that ranks configured
+// apart still pass the same barriers. The rings carry no message yet, so
+// this touches no state but the native barrier's count, which every rank
+// advances alike.
 func (t *Transport) chooseStores(ctx context.Context) error {
 	n, r := t.cfg.Size, t.cfg.Rank
-	switch {
-	case t.cfg.Stores == StoresStreaming:
-		t.streaming = stream.Available()
-	case t.cfg.Stores == StoresOrdinary || n == 1 || !stream.Available():
-		t.streaming = false
-	default:
+	t.streaming = false
+	if n > 1 && stream.Available() {
 		right, left := t.peers[(r+1)%n], t.peers[(r+n-1)%n]
 		size := min(storesBytes, len(right.out.data))
 		src, dst := make([]byte, size), make([]byte, size)
@@ -59,7 +57,7 @@ func (t *Transport) chooseStores(ctx context.Context) error {
 				took[round%2] += time.Since(start)
 			}
 		}
-		t.streaming = took[1] < took[0]
+		t.streaming = t.cfg.Stores == StoresStreaming || t.cfg.Stores == StoresAuto && took[1] < took[0]
 	}
 	for _, p := range t.peers {
 		if p != nil {
