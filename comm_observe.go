@@ -175,6 +175,9 @@ func (c *Comm) logSetup(env bootstrap.Env, opts Options, took time.Duration, int
 	if t, ok := c.t.(interface{ Congestion() string }); ok {
 		attrs = append(attrs, "congestion", t.Congestion())
 	}
+	if t, ok := c.t.(interface{ Streaming() bool }); ok {
+		attrs = append(attrs, "streaming_stores", t.Streaming()) // shm: what Connect timed faster
+	}
 	if b, ok := c.t.(transport.Buffered); ok {
 		attrs = append(attrs, "send_buffer", b.SendBuffer())
 	}
