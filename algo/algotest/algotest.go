@@ -193,3 +193,22 @@ func MismatchFailsEveryRank(t testing.TB, what string, ts []transport.Transport,
 		t.Errorf("%s: no rank saw the mismatch: %v", what, errs)
 	}
 }
+
+// Disagreeing is the root and per-rank count a rooted collective's rank
+// passes in a MismatchFailsEveryRank case: root 0 and 4 elements, except on
+// the odd rank, where kind "root" moves the root to rank n-1, "count" makes
+// the count 5 and "empty" 0 (other kinds change neither).
+func Disagreeing(kind string, n int, odd bool) (root, count int) {
+	root, count = 0, 4
+	if odd {
+		switch kind {
+		case "root":
+			root = n - 1
+		case "count":
+			count = 5
+		case "empty":
+			count = 0
+		}
+	}
+	return root, count
+}

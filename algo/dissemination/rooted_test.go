@@ -220,18 +220,10 @@ func TestDisagreementFailsEveryRank(t *testing.T) {
 				for odd := range n {
 					what := fmt.Sprintf("%s, %s differs on rank %d of %d", name, kind, odd, n)
 					algotest.MismatchFailsEveryRank(t, what, algotest.MemWorld(t, n), func(ctx context.Context, r int, tr transport.Transport) error {
-						root, count, run := 0, 4, fn
-						if r == odd {
-							switch kind {
-							case "root":
-								root = n - 1
-							case "count":
-								count = 5
-							case "empty":
-								count = 0
-							case "collective":
-								run = colls[map[string]string{"broadcast": "scatter", "scatter": "gather", "gather": "reduce", "reduce": "barrier", "barrier": "broadcast"}[name]]
-							}
+						root, count := algotest.Disagreeing(kind, n, r == odd)
+						run := fn
+						if r == odd && kind == "collective" {
+							run = colls[map[string]string{"broadcast": "scatter", "scatter": "gather", "gather": "reduce", "reduce": "barrier", "barrier": "broadcast"}[name]]
 						}
 						return run(ctx, tr, r, root, count)
 					})

@@ -81,9 +81,6 @@ func AllGather(ctx context.Context, t transport.Transport, h transport.Header, s
 	if mine := a.block(recv, r); !pipeline.SameBuffer(send, mine) {
 		copy(mine, send)
 	}
-	if n == 1 {
-		return nil
-	}
 	return a.run(ctx)
 }
 
@@ -101,7 +98,7 @@ func Scatter(ctx context.Context, t transport.Transport, h transport.Header, sen
 	n, r, bs := t.Size(), t.Rank(), len(recv)
 	switch {
 	case root < 0 || root >= n:
-		return fmt.Errorf("pairwise: scatter: rank %d: root %d is not a rank of %d (0 to %d)", r, root, n, n-1)
+		return badRoot("scatter", r, root, n)
 	case r == root && len(send) != n*bs:
 		return fmt.Errorf("pairwise: scatter: root %d: send is %d bytes; it must hold %d blocks of recv's %d bytes", r, len(send), n, bs)
 	}
@@ -113,9 +110,6 @@ func Scatter(ctx context.Context, t transport.Transport, h transport.Header, sen
 		if mine := a.block(send, r); !pipeline.SameBuffer(mine, recv) {
 			copy(recv, mine)
 		}
-	}
-	if n == 1 {
-		return nil
 	}
 	return a.run(ctx)
 }
@@ -132,7 +126,7 @@ func Gather(ctx context.Context, t transport.Transport, h transport.Header, send
 	n, r, bs := t.Size(), t.Rank(), len(send)
 	switch {
 	case root < 0 || root >= n:
-		return fmt.Errorf("pairwise: gather: rank %d: root %d is not a rank of %d (0 to %d)", r, root, n, n-1)
+		return badRoot("gather", r, root, n)
 	case r == root && len(recv) != n*bs:
 		return fmt.Errorf("pairwise: gather: root %d: recv is %d bytes; it must hold %d blocks of send's %d bytes", r, len(recv), n, bs)
 	}
@@ -145,10 +139,12 @@ func Gather(ctx context.Context, t transport.Transport, h transport.Header, send
 			copy(mine, send)
 		}
 	}
-	if n == 1 {
-		return nil
-	}
 	return a.run(ctx)
+}
+
+// badRoot is the error of a root that is not a rank of n.
+func badRoot(what string, r, root, n int) error {
+	return fmt.Errorf("pairwise: %s: rank %d: root %d is not a rank of %d (0 to %d)", what, r, root, n, n-1)
 }
 
 // eager reports whether the transport buffers a block (transport.Buffered),
@@ -162,6 +158,9 @@ func (a *exchange) eager() bool {
 // a block, every send and then every receive on this goroutine; otherwise
 // the sends on a goroutine of their own while this one receives.
 func (a *exchange) run(ctx context.Context) error {
+	if a.n == 1 {
+		return nil
+	}
 	if a.eager() {
 		for s := 1; s < a.n; s++ {
 			if err := a.sendStep(ctx, s); err != nil {

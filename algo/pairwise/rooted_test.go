@@ -133,18 +133,8 @@ func TestRootedDisagreementFailsEveryRank(t *testing.T) {
 			for odd := range n {
 				what := fmt.Sprintf("%s differs on rank %d of %d", kind, odd, n)
 				algotest.MismatchFailsEveryRank(t, what, algotest.MemWorld(t, n), func(ctx context.Context, r int, tr transport.Transport) error {
-					root, count := 0, 4
 					mismatch, gather := strings.CutPrefix(kind, "gather ")
-					if r == odd {
-						switch mismatch {
-						case "root":
-							root = n - 1
-						case "count":
-							count = 5
-						case "empty":
-							count = 0
-						}
-					}
+					root, count := algotest.Disagreeing(mismatch, n, r == odd)
 					h := transport.Header{Seq: 1, Coll: transport.CollScatter, Count: uint64(n * count), DType: reduce.Float32}
 					if gather {
 						h.Coll = transport.CollGather
