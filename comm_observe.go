@@ -48,8 +48,8 @@ func newObserver(opts Options, rank int) (observer, error) {
 }
 
 // observed runs one collective's body fn over c.t as seen through the
-// counting and tracing wrappers, and records what it cost. The caller
-// holds c.mu.
+// counting and tracing wrappers, and records what it cost, from the start
+// withTimeout read. The caller holds c.mu and called withTimeout.
 func (c *Comm) observed(coll, algo string, h transport.Header, bytes int, fn func(transport.Transport) error) error {
 	o := &c.obs
 	t := c.t
@@ -68,9 +68,9 @@ func (c *Comm) observed(coll, algo string, h transport.Header, bytes int, fn fun
 	if o.stats == nil && o.rec == nil {
 		return fn(t)
 	}
-	// Two monotonic clock reads (time.Since) cost less than time.Now and
-	// time.Since.
-	start := time.Since(o.base)
+	// The call's start is the clock withTimeout read; the end, a second
+	// monotonic read (time.Since costs half of time.Now).
+	start := c.began
 	err := fn(t)
 	d := time.Since(o.base) - start
 	if o.stats != nil {

@@ -234,7 +234,7 @@ func (t *Transport) barrier(ctx context.Context, off int) error {
 	epoch := t.native.barriers
 	own := t.segs[t.cfg.Rank]
 	raceSync()
-	own.u64(off).Store(epoch)
+	storeRelease(own.u64(off), epoch)
 	for _, pr := range t.peers {
 		if pr != nil {
 			wake(pr.seg.u32(offBwait))
