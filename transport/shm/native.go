@@ -83,20 +83,26 @@ func (t *Transport) AllReduce(ctx context.Context, h transport.Header, send, rec
 	}
 	t.mu.RLock()
 	defer t.mu.RUnlock()
+	return t.allReduceLocked(ctx, h, send, recv)
+}
+
+// allReduceLocked runs one native all-reduce under t.mu, one at a time. It
+// unlocks without defer: with the returns of AllReduce, its defers would
+// not be open-coded, which cost 2-3% of an 8-byte call.
+func (t *Transport) allReduceLocked(ctx context.Context, h transport.Header, send, recv []byte) error {
 	if t.closed.Load() {
-		return fmt.Errorf("shm: rank %d: native all-reduce: %w", r, transport.ErrClosed)
+		return fmt.Errorf("shm: rank %d: native all-reduce: %w", t.cfg.Rank, transport.ErrClosed)
 	}
 	x := &t.native
 	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.err != nil {
-		return fmt.Errorf("shm: rank %d: native all-reduce unusable after an earlier error; close the transport: %w", r, x.err)
-	}
-	if err := t.allReduce(ctx, h, send, recv); err != nil {
+	err := x.err
+	if err != nil {
+		err = fmt.Errorf("shm: rank %d: native all-reduce unusable after an earlier error; close the transport: %w", t.cfg.Rank, err)
+	} else if err = t.allReduce(ctx, h, send, recv); err != nil {
 		x.err = err
-		return err
 	}
-	return nil
+	x.mu.Unlock()
+	return err
 }
 
 // A call's slot: the call's first barrier word, its header and, for up to
