@@ -23,6 +23,15 @@ type native struct {
 	err      error       // sticky: the barrier counters are out of step
 	wake     *waker      // of this rank's barrier word
 	wait     spin.Budget // how long a barrier polls before sleeping
+	// touch is, while a call waits at its first barrier, the offset of
+	// the last line of an inline payload that spans lines past the slot's
+	// first (0: none): the barrier's polls load those lines of every peer
+	// too, so that they come over together with the barrier word, not one
+	// after another once it is seen (np 2, 64 B: 0.46-0.49 -> 0.44-0.46 us
+	// a call; 128 B 0.54-0.57 -> 0.47-0.52). What the polls load goes to
+	// sink, so that the compiler keeps the loads.
+	touch int
+	sink  uint64
 }
 
 // SmallNativeBytes and SmallNativeBytesMany are the largest buffers the
@@ -178,9 +187,12 @@ func (t *Transport) allReduceSmall(ctx context.Context, h transport.Header, slot
 	if len(send) <= inlineMax {
 		off := slotOff(slot) + slotData
 		view = func(s *segment) []byte { return s.mem[off : off+len(send)] }
+		t.native.touch = (off + len(send) - 1) &^ (lineBytes - 1)
 	}
 	copy(view(t.segs[t.cfg.Rank]), send)
-	if err := t.firstBarrier(ctx, h, slot); err != nil {
+	err := t.firstBarrier(ctx, h, slot)
+	t.native.touch = 0
+	if err != nil {
 		return err
 	}
 	copy(recv, view(t.segs[0]))
@@ -247,9 +259,17 @@ func (t *Transport) barrier(ctx context.Context, off int) error {
 		}
 	}
 	next := 0 // peers below next have arrived
+	touch := t.native.touch
 	ready := func() bool {
 		for ; next < len(t.peers); next++ {
-			if pr := t.peers[next]; pr != nil && pr.seg.u64(off).Load() < epoch {
+			pr := t.peers[next]
+			if pr == nil {
+				continue
+			}
+			for l := touch; l > off; l -= lineBytes {
+				t.native.sink += pr.seg.u64(l).Load()
+			}
+			if pr.seg.u64(off).Load() < epoch {
 				return false
 			}
 		}

@@ -51,6 +51,7 @@ const (
 	slotBytes      = 256
 
 	pageBytes = 4096
+	lineBytes = 64  // a cache line: every word above that others poll has one of its own
 	ctrlBytes = 256 // per ring: head, tail, cwait, pwait on lines of their own
 
 	ctrlHead  = 0
