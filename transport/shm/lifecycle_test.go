@@ -229,3 +229,42 @@ func TestNativePeerCloses(t *testing.T) {
 		t.Fatalf("AllReduce with a closed peer returned %v, want transport.ErrPeerGone", err)
 	}
 }
+
+// A rank asleep at the native all-reduce's barrier is woken by the rank
+// that arrives last (see wakePeers: its store of the barrier word and its
+// look at the sleeper's flag must not pass each other), not by the end of
+// its sleep slice: each round it returns with the late rank, well within
+// the 100 ms slice, with the right sums.
+func TestNativeSleeperWoken(t *testing.T) {
+	ts := local(t, 2, Config{Dir: segDir(t)})
+	h := transport.Header{Count: 2, Root: -1, Coll: transport.CollAllReduce, DType: reduce.Float32, Op: reduce.Sum}
+	for round := range 5 {
+		h.Seq = uint64(round)
+		var done [2]time.Time
+		var errs [2]error
+		out := [2][]float32{make([]float32, 2), make([]float32, 2)}
+		var wg sync.WaitGroup
+		for r, tr := range ts {
+			wg.Go(func() {
+				if r == 1 {
+					time.Sleep(20 * time.Millisecond) // rank 0 has slept since its first millisecond
+				}
+				in := []float32{float32(r + 1), float32(10 * (r + 1))}
+				errs[r] = tr.AllReduce(context.Background(), h, reduce.Bytes(in), reduce.Bytes(out[r]))
+				done[r] = time.Now()
+			})
+		}
+		wg.Wait()
+		for r := range 2 {
+			if errs[r] != nil {
+				t.Fatalf("round %d rank %d: %v", round, r, errs[r])
+			}
+			if out[r][0] != 3 || out[r][1] != 30 {
+				t.Fatalf("round %d rank %d: got %v, want [3 30]", round, r, out[r])
+			}
+		}
+		if late := done[0].Sub(done[1]); late > 40*time.Millisecond {
+			t.Fatalf("round %d: the sleeping rank returned %v after the late one: it slept out its slice instead of being woken", round, late)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/collkit/collkit/internal/release"
 	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
 )
@@ -44,14 +45,16 @@ func sinceBase() time.Duration { return time.Since(clockBase) }
 func (w *waitSlot) begin(h transport.Header, now time.Duration) {
 	// A sequence lock: since is 0 while the fields change, so a snapshot
 	// taken meanwhile (a peer's ping) never mixes two operations' fields.
-	w.since.Store(0)
-	w.seq.Store(h.Seq)
-	w.count.Store(h.Count)
-	w.comm.Store(h.Comm)
-	w.meta.Store(uint64(h.Coll) | uint64(h.Algo)<<8 | uint64(h.DType)<<16 | uint64(h.Op)<<24 | uint64(uint32(h.Root))<<32)
-	w.step.Store(uint64(h.Step) | uint64(h.Len)<<32)
-	w.failed.Store(false)
-	w.since.Store(int64(now) + 1)
+	// Release-only stores: one writer, and the snapshot's loads check
+	// since before and after (package release).
+	release.Int64(&w.since, 0)
+	release.Uint64(&w.seq, h.Seq)
+	release.Uint64(&w.count, h.Count)
+	release.Uint32(&w.comm, h.Comm)
+	release.Uint64(&w.meta, uint64(h.Coll)|uint64(h.Algo)<<8|uint64(h.DType)<<16|uint64(h.Op)<<24|uint64(uint32(h.Root))<<32)
+	release.Uint64(&w.step, uint64(h.Step)|uint64(h.Len)<<32)
+	release.Bool(&w.failed, false)
+	release.Int64(&w.since, int64(now)+1)
 }
 
 // end clears the slot after success and keeps it, marked failed, after an
@@ -61,7 +64,7 @@ func (w *waitSlot) end(err error) {
 		w.failed.Store(true)
 		return
 	}
-	w.since.Store(0)
+	release.Int64(&w.since, 0)
 }
 
 func (w *waitSlot) snapshot(peer int, op string, now time.Time) (transport.Wait, bool) {
