@@ -19,7 +19,6 @@ type observer struct {
 	stats *metrics.Registry // nil with Options.NoStats
 	rec   *tracing.Recorder // nil unless Options.Trace
 	log   *slog.Logger
-	base  time.Time // collectives are timed on the monotonic clock from here
 
 	// counting wraps the transport the collectives run over; rebuilt when
 	// that transport changes (the first Split moves it onto a mux view).
@@ -30,7 +29,7 @@ type observer struct {
 }
 
 func newObserver(opts Options, rank int) (observer, error) {
-	o := observer{log: opts.Logger, choices: map[int]string{}, base: time.Now()}
+	o := observer{log: opts.Logger, choices: map[int]string{}}
 	if o.log == nil {
 		var err error
 		if o.log, err = LoggerFromEnv(os.Getenv); err != nil {
@@ -72,12 +71,12 @@ func (c *Comm) observed(coll, algo string, h transport.Header, bytes int, fn fun
 	// monotonic read (time.Since costs half of time.Now).
 	start := c.began
 	err := fn(t)
-	d := time.Since(o.base) - start
+	d := sinceBase() - start
 	if o.stats != nil {
 		o.stats.Record(metrics.Key{Collective: coll, Algorithm: algo, Transport: c.transportName}, d, o.counting.Totals().Sub(before), err)
 	}
 	if o.rec != nil {
-		o.rec.Add(tracing.TrackCollective, coll, o.base.Add(start), d, "seq", h.Seq, "algorithm", algo, "bytes", bytes, "failed", err != nil)
+		o.rec.Add(tracing.TrackCollective, coll, clockBase.Add(start), d, "seq", h.Seq, "algorithm", algo, "bytes", bytes, "failed", err != nil)
 	}
 	return err
 }
