@@ -10,22 +10,8 @@ TEXT ·Uint64(SB), NOSPLIT, $0-16
 	MOVQ BX, 0(AX)
 	RET
 
-// func Int64(p *atomic.Int64, v int64)
-TEXT ·Int64(SB), NOSPLIT, $0-16
-	MOVQ p+0(FP), AX
-	MOVQ v+8(FP), BX
-	MOVQ BX, 0(AX)
-	RET
-
 // func Uint32(p *atomic.Uint32, v uint32)
 TEXT ·Uint32(SB), NOSPLIT, $0-12
-	MOVQ p+0(FP), AX
-	MOVL v+8(FP), BX
-	MOVL BX, 0(AX)
-	RET
-
-// func boolWord(p *atomic.Bool, v uint32)
-TEXT ·boolWord(SB), NOSPLIT, $0-12
 	MOVQ p+0(FP), AX
 	MOVL v+8(FP), BX
 	MOVL BX, 0(AX)
