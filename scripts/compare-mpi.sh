@@ -24,7 +24,9 @@
 #   FLOOR=1                  at 2 ranks, also scripts/floor.c each round:
 #                            two bare processes exchanging 8 bytes, the
 #                            least any 2-rank all-reduce can cost (0: not)
-#   OUT_DIR=/tmp/collkit-compare   raw outputs and the table (table.md)
+#   OUT_DIR=/tmp/collkit-compare   raw outputs and the table (table.md);
+#                            sweep.txt has every all-reduce size collkit
+#                            measured, for adaptive's built-in table
 #   TABLE_ONLY=1             print the table from OUT_DIR's raw.txt of an
 #                            earlier (or interrupted) run, measuring nothing
 #   SYSTEM_CONGESTION=cubic  the kernel's default TCP congestion control for
@@ -50,7 +52,7 @@ peers=../shared/peers
 out=${OUT_DIR:-/tmp/collkit-compare}
 mkdir -p "$out"
 raw=$out/raw.txt
-[ -n "${TABLE_ONLY:-}" ] || : >"$raw"
+[ -n "${TABLE_ONLY:-}" ] || : >"$raw" >"$out/sweep.txt"
 
 bytes() { # 16K -> 16384
   local v=$1
@@ -67,6 +69,11 @@ sizes() { # the rows a sweep keeps: " 8 64 ... "
   echo "$w"
 }
 
+# Open MPI with its headers: .ci/run installs only openmpi-bin (mpirun),
+# and the peers' scripts install the headers only when mpicc is missing.
+if [ -z "${TABLE_ONLY:-}" ] && ! echo '#include <mpi.h>' | mpicc -E -x c - >/dev/null 2>&1; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev >/dev/null
+fi
 [ -n "${TABLE_ONLY:-}" ] || go build -o "$out/collbench" ./cmd/collbench
 [ -n "${TABLE_ONLY:-}" ] || [ "$FLOOR" = 0 ] || gcc -O2 -o "$out/floor" scripts/floor.c
 
@@ -93,19 +100,24 @@ mpi() {
     gather | scatter | reduce | barrier) rooted "$coll" "$np" "$lo" "$hi" 20 "$btl" >"$log" ;;
     *) bash "$peers/mpi-colls.sh" "$coll" "$np" "$lo" "$hi" 20 "$btl" >"$log" ;;
   esac
-  awk -v c="$coll" -v t="$tr" -v n="$np" -v w="$wanted" \
-    '$1 ~ /^[0-9]+$/ && index(w, " " $1 " ") { print "mpi", c, t, n, $1, "-", $2 }' "$log" >>"$raw"
+  # The peers print the time to 0.1 us and the bandwidth (bytes / time) to
+  # 0.001 GB/s: at 0.4 us (8 B over vader) the time is a quarter off, while
+  # the bandwidth, 0.020, pins it within 2.5%. Whichever column is the more
+  # precise gives the time.
+  awk -v c="$coll" -v t="$tr" -v n="$np" -v w="$wanted" '
+    $1 ~ /^[0-9]+$/ && index(w, " " $1 " ") {
+      us = $2
+      if (NF >= 3 && $3 > 0 && 0.0005 / $3 < 0.05 / $2) us = sprintf("%.3f", $1 / $3 / 1000)
+      print "mpi", c, t, n, $1, "-", us
+    }' "$log" >>"$raw"
 }
 
 # rooted COLL NP MIN MAX ITERS BTL: Open MPI's gather, scatter or reduce
 # from scripts/mpi_rooted.c, run as ../shared/peers/mpi-colls.sh runs its
-# program (installing Open MPI the same way when it is missing).
+# program.
 rooted() {
   local mca=(--mca btl vader,self)
   [ "$6" = tcp ] && mca=(--mca btl tcp,self --mca btl_tcp_if_include lo)
-  if ! command -v mpicc >/dev/null; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev >/dev/null
-  fi
   [ "$out/mpi_rooted" -nt scripts/mpi_rooted.c ] || mpicc -O2 -o "$out/mpi_rooted" scripts/mpi_rooted.c
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
     mpirun --oversubscribe -np "$2" "${mca[@]}" "$out/mpi_rooted" "$1" "$3" "$4" "$5" 2>&1 | grep -v -i warn
@@ -131,6 +143,21 @@ collkit() {
       if ($col["placement"] == "in_place") a = a "/in-place"
       print "collkit", c, t, n, $col["bytes"], a, $col["time_us"]
     }' "$csv" >>"$raw"
+  [ "$coll" = allreduce ] && sweep "$csv" >>"$out/sweep.txt"
+  return 0
+}
+
+# sweep CSV: every size of a collbench all-reduce sweep, out of place, as
+# raw.txt's lines, for adaptive's built-in table
+# (algo/adaptive/internal/mkbuiltin): the table's rows are every fourth
+# size, and a choice between them is only as good as the fit's guess.
+sweep() {
+  awk -F, '
+    NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+    $col["placement"] == "out_of_place" {
+      a = $col["algorithm"]; if (a ~ /^per size/) a = $col["ran_algorithm"]
+      print "collkit allreduce", $col["transport"], $col["ranks"], $col["bytes"], a, $col["time_us"]
+    }' "$1"
 }
 
 for rep in $(seq 1 "$reps"); do
@@ -201,7 +228,7 @@ grep -v -e '^headline ' -e '^floor ' "$raw" | sort -k1,1 -k2,2 -k3,3 -k4,4n -k5,
   }' | sort -k1,1 -k2,2 -k3,3n -k4,4n | awk -v date="$(date -u +%Y-%m-%d)" -v reps="$reps" -v host="$(nproc) cores" \
   -v cc="$(cut -d' ' -f2 "$out/congestion.txt" 2>/dev/null || echo unknown)" '
   function ratio(a, b) { return (a == "-" || b == "-" || b == 0) ? "-" : sprintf("%.2f", a / b) }
-  function us(a) { return a == "-" ? a : sprintf("%.1f", a) }
+  function us(a) { return a == "-" ? a : sprintf(a < 1 ? "%.2f" : "%.1f", a) }
   function size(b) { return b >= 1048576 ? b / 1048576 " MiB" : b >= 1024 ? b / 1024 " KiB" : b " B" }
   BEGIN {
     print "Measured " date " on " host ", medians of the alternating rounds (" reps " asked); times in us (slowest rank, mean per call); ratio = collkit / Open MPI. TCP congestion control: Open MPI the kernel default (" cc "), collkit its own default (cubic, else reno)."

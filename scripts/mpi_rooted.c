@@ -53,7 +53,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < timed; i++) call(coll, in, out, count, block);
     double mean = (MPI_Wtime() - t0) / timed, slowest;
     MPI_Reduce(&mean, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-    if (!rank) printf("%12ld %10.1f\n", s, slowest * 1e6);
+    if (!rank) printf("%12ld %10.3f\n", s, slowest * 1e6);
   }
   free(in);
   free(out);
