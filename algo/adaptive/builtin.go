@@ -8,28 +8,30 @@ import (
 )
 
 // builtinJSON is the table adaptive uses without a tuning file: its
-// candidates measured by scripts/compare-mpi.sh on two quiet 2-core VMs
-// that rank them differently, and fitted as `collbench tune` fits its
-// sweeps. The AMD EPYC VM's rounds (2026-11-24) are the medians of 6
-// rounds for every world size and transport: three were too few, since a
-// candidate whose time is bimodal from round to round (pairwise at 256
-// KiB, 4 ranks) won two of three and ran 1.4x the steady ring's median;
-// its tcp rounds are from after tcp connections left the system's bbr for
-// cubic, its shm rounds from after shm's rings and native all-reduce began
-// to stream. The Intel Xeon VM's (2026-11-25) are 6 rounds too, its shm
-// rounds from after shm began to time streaming against ordinary stores at
-// Connect (ordinary won there). Where the machines disagree, a candidate's
-// time is its worst ratio to the best over the two (internal/mkbuiltin):
-// adaptive picks the candidate least far from the best on either, at most
-// 1.17x it at every size measured (TestBuiltinNearBest), where the EPYC's
-// table alone ran up to 1.5x the Xeon's best. The rounds are kept in
-// internal/mkbuiltin/testdata, and TestBuiltinIsTheRounds checks that this
-// table is what they make:
+// candidates measured by scripts/compare-mpi.sh on 2-core VMs that rank
+// them differently, and fitted as `collbench tune` fits its sweeps. The
+// AMD EPYC VM's rounds (2026-11-24) are the medians of 6 rounds for every
+// world size and transport: three were too few, since a candidate whose
+// time is bimodal from round to round (pairwise at 256 KiB, 4 ranks) won
+// two of three and ran 1.4x the steady ring's median; its tcp rounds are
+// from after tcp connections left the system's bbr for cubic, its shm
+// rounds from after shm's rings and native all-reduce began to stream. The
+// Intel Xeon VM's (2026-11-25) are 6 rounds too, its shm rounds from after
+// shm began to time streaming against ordinary stores at Connect (ordinary
+// won there). Those keep the table's rows, every fourth size; the third
+// file is 3 rounds of every size (compare-mpi.sh's sweep.txt) on a Xeon VM
+// of the same kind on a slower day (2026-11-28), which found what the rows
+// hid: at 2 ranks over shm, tree at 128 KiB took 2x native and ring at 512
+// KiB 1.4x, both the old table's choices. Where the machines disagree, a
+// candidate's time is its worst ratio to the best over them
+// (internal/mkbuiltin; a size a machine skipped is interpolated between
+// its own): adaptive picks the candidate least far from the best on any,
+// at most 1.19x it at every size measured (TestBuiltinNearBest), where the
+// EPYC's table alone ran up to 1.5x the Xeon's best. The rounds are kept
+// in internal/mkbuiltin/testdata, and TestBuiltinIsTheRounds checks that
+// this table is what they make:
 //
-//	go run ./algo/adaptive/internal/mkbuiltin algo/adaptive/internal/mkbuiltin/testdata/rounds-2026-11-25.txt algo/adaptive/internal/mkbuiltin/testdata/rounds-2026-11-25-xeon.txt > algo/adaptive/builtin.json
-//
-// (another machine's OUT_DIR/raw.txt, from the repository root, is one more
-// argument).
+//	go run ./algo/adaptive/internal/mkbuiltin algo/adaptive/internal/mkbuiltin/testdata/rounds-2026-11-25.txt algo/adaptive/internal/mkbuiltin/testdata/rounds-2026-11-25-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-28-xeon.txt > algo/adaptive/builtin.json
 //
 //go:embed builtin.json
 var builtinJSON []byte

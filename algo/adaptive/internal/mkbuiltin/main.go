@@ -70,6 +70,7 @@ func build(paths ...string) (*adaptive.Table, error) {
 		}
 		machines = append(machines, m)
 	}
+	fill(machines)
 	times := machines[0]
 	if len(machines) > 1 {
 		times = worstRatio(machines)
@@ -175,6 +176,45 @@ func worstRatio(machines []medians) medians {
 		}
 	}
 	return out
+}
+
+// fill gives every machine a median at each size another measured for the
+// same transport and world size, within the sizes it measured itself:
+// interpolated, log-log, between its own neighbouring sizes. The tables of
+// scripts/compare-mpi.sh keep every fourth size of a sweep, its sweep.txt
+// every size; without this a size only a sweep has would be left out (see
+// worstRatio), and so would be what that sweep measured there.
+func fill(machines []medians) {
+	type group struct {
+		transport string
+		ranks     int
+	}
+	sizes := map[group]map[int64]bool{}
+	for _, m := range machines {
+		for k, s := range m {
+			g := group{k.transport, k.ranks}
+			if sizes[g] == nil {
+				sizes[g] = map[int64]bool{}
+			}
+			for b := range s {
+				sizes[g][b] = true
+			}
+		}
+	}
+	for _, m := range machines {
+		for k, s := range m {
+			own := slices.Sorted(maps.Keys(s))
+			for b := range sizes[group{k.transport, k.ranks}] {
+				i, found := slices.BinarySearch(own, b)
+				if found || i == 0 || i == len(own) {
+					continue
+				}
+				lo, hi := own[i-1], own[i]
+				f := math.Log(float64(b)/float64(lo)) / math.Log(float64(hi)/float64(lo))
+				s[b] = math.Exp(math.Log(s[lo]) + f*(math.Log(s[hi])-math.Log(s[lo])))
+			}
+		}
+	}
 }
 
 func median(v []float64) float64 {
