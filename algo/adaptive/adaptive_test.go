@@ -2,6 +2,7 @@ package adaptive_test
 
 import (
 	"context"
+	"errors"
 	"math"
 	"path/filepath"
 	"strings"
@@ -106,6 +107,42 @@ func TestRunRejectsUnknownCandidate(t *testing.T) {
 	}
 	if err := cfg.Run(context.Background(), candidates()[1], net.Transport(0), transport.Header{}, nil, nil); err != nil {
 		t.Fatalf("Run of a candidate: %v", err)
+	}
+}
+
+// Bind runs a candidate as Run does: the header names the candidate's
+// place among them, and its failure says what was chosen; a stranger is
+// refused when bound, not when run.
+func TestBindRunsAsRun(t *testing.T) {
+	net := mem.NewNetwork(1, mem.Config{})
+	defer net.Close()
+	var seen []uint8
+	fail := errors.New("no route")
+	record := func(_ context.Context, _ transport.Transport, h transport.Header, _, _ []byte) error {
+		seen = append(seen, h.Algo)
+		return fail
+	}
+	algos := candidates()
+	algos[1].Run = record
+	cfg := adaptive.Config{Algorithms: algos}
+	bound, err := cfg.Bind(algos[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, tr := context.Background(), net.Transport(0)
+	errBound := bound(ctx, tr, transport.Header{Algo: 7}, nil, nil)
+	errRun := cfg.Run(ctx, algos[1], tr, transport.Header{Algo: 7}, nil, nil)
+	if len(seen) != 2 || seen[0] != 0x81 || seen[1] != 0x81 {
+		t.Errorf("headers' Algo: bound and Run sent %#x, want 0x81 both", seen)
+	}
+	for _, err := range []error{errBound, errRun} {
+		if !errors.Is(err, fail) || !strings.Contains(err.Error(), "chose big") {
+			t.Errorf("failure: %v, want the candidate's error, naming big", err)
+		}
+	}
+	stranger := adaptive.Algorithm{Name: "stranger", Run: record}
+	if _, err := cfg.Bind(stranger); err == nil || !strings.Contains(err.Error(), `"stranger" is not one of the candidates`) {
+		t.Fatalf("Bind of an unknown candidate: %v", err)
 	}
 }
 
