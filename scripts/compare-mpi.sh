@@ -149,8 +149,8 @@ collkit() {
 
 # sweep CSV: every size of a collbench all-reduce sweep, out of place, as
 # raw.txt's lines, for adaptive's built-in table
-# (algo/adaptive/internal/mkbuiltin): the table's rows are every fourth
-# size, and a choice between them is only as good as the fit's guess.
+# (algo/adaptive/internal/mkbuiltin): the table's rows are 10 of its 22
+# sizes, and a choice between them is only as good as the fit's guess.
 sweep() {
   awk -F, '
     NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }

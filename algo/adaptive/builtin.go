@@ -18,7 +18,7 @@ import (
 // rounds from after shm's rings and native all-reduce began to stream. The
 // Intel Xeon VM's (2026-11-25) are 6 rounds too, its shm rounds from after
 // shm began to time streaming against ordinary stores at Connect (ordinary
-// won there). Those keep the table's rows, every fourth size; the third
+// won there). Those keep the table's rows, 10 of 22 sizes; the third
 // file is 3 rounds of every size (compare-mpi.sh's sweep.txt) on a Xeon VM
 // of the same kind on a slower day (2026-11-28), which found what the rows
 // hid: at 2 ranks over shm, tree at 128 KiB took 2x native and ring at 512

@@ -181,7 +181,7 @@ func worstRatio(machines []medians) medians {
 // fill gives every machine a median at each size another measured for the
 // same transport and world size, within the sizes it measured itself:
 // interpolated, log-log, between its own neighbouring sizes. The tables of
-// scripts/compare-mpi.sh keep every fourth size of a sweep, its sweep.txt
+// scripts/compare-mpi.sh keep 10 of a sweep's 22 sizes, its sweep.txt
 // every size; without this a size only a sweep has would be left out (see
 // worstRatio), and so would be what that sweep measured there.
 func fill(machines []medians) {
