@@ -52,7 +52,7 @@ peers=../shared/peers
 out=${OUT_DIR:-/tmp/collkit-compare}
 mkdir -p "$out"
 raw=$out/raw.txt
-[ -n "${TABLE_ONLY:-}" ] || : >"$raw" >"$out/sweep.txt"
+if [ -z "${TABLE_ONLY:-}" ]; then : >"$raw"; : >"$out/sweep.txt"; fi
 
 bytes() { # 16K -> 16384
   local v=$1
@@ -107,7 +107,7 @@ mpi() {
   awk -v c="$coll" -v t="$tr" -v n="$np" -v w="$wanted" '
     $1 ~ /^[0-9]+$/ && index(w, " " $1 " ") {
       us = $2
-      if (NF >= 3 && $3 > 0 && 0.0005 / $3 < 0.05 / $2) us = sprintf("%.3f", $1 / $3 / 1000)
+      if (NF >= 3 && $3 > 0 && ($2 <= 0 || 0.0005 / $3 < 0.05 / $2)) us = sprintf("%.3f", $1 / $3 / 1000)
       print "mpi", c, t, n, $1, "-", us
     }' "$log" >>"$raw"
 }
