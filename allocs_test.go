@@ -228,3 +228,43 @@ func (g *allocRanks) run(op func(*collkit.Comm) error) error {
 	}
 	return err
 }
+
+// Adaptive allocates nothing when the size changes from call to call, as
+// a training loop's gradient buckets do: every call chooses again (its
+// last choice is for the other size) and binds what it chose.
+func TestAllocsAdaptiveAlternating(t *testing.T) {
+	if raceDetector {
+		t.Skip("the race detector allocates")
+	}
+	const n = 2
+	cs := make([]*collkit.Comm, n)
+	for r, tr := range algotest.MemWorld(t, n) {
+		c, err := collkit.New(tr, collkit.Options{Algorithm: "adaptive"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs[r] = c
+	}
+	g := startRanks(t, cs)
+	small, large := make([][]float32, n), make([][]float32, n)
+	for r := range n {
+		small[r], large[r] = make([]float32, 2), make([]float32, 4096)
+	}
+	rank := func(c *collkit.Comm) int { return c.Rank() }
+	two := func(c *collkit.Comm) error {
+		ctx, r := context.Background(), rank(c)
+		return errors.Join(collkit.AllReduce(ctx, c, small[r], small[r], collkit.Sum),
+			collkit.AllReduce(ctx, c, large[r], large[r], collkit.Sum))
+	}
+	var err error
+	for range 3 { // warm the pools
+		err = errors.Join(err, g.run(two))
+	}
+	a := testing.AllocsPerRun(allocRuns, func() { err = errors.Join(err, g.run(two)) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != 0 {
+		t.Errorf("two all-reduces of 8 B and 16 KiB in turn: %v allocations (both ranks), want 0", a)
+	}
+}

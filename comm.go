@@ -84,16 +84,15 @@ var withNative = adaptive.WithNative(nativeAllReduce)
 // a communicator's size and table never change.
 func (c *Comm) chooseAdaptive(bytes int64) *adaptiveChoice {
 	k := &c.lastChoice
-	if k.run != nil && k.bytes == bytes {
+	if k.bytes == bytes && k.name != "" {
 		return k
 	}
 	cfg := c.adaptive()
 	a, _ := cfg.Choose(bytes, c.size)
-	run, err := cfg.Bind(a)
-	if err != nil { // not expected: Choose returns one of cfg's candidates
-		run = func(context.Context, transport.Transport, transport.Header, []byte, []byte) error { return err }
-	}
-	*k = adaptiveChoice{bytes: bytes, name: a.Name, run: AllReduceFunc(run)}
+	// Bind fails only for a stranger, and Choose returns one of cfg's
+	// candidates; a zero Bound's Run reports it at the call all the same.
+	bound, _ := cfg.Bind(a)
+	*k = adaptiveChoice{bytes: bytes, name: a.Name, bound: bound}
 	c.noteChoice(int(bytes), a.Name)
 	return k
 }
@@ -102,7 +101,7 @@ func (c *Comm) chooseAdaptive(bytes int64) *adaptiveChoice {
 type adaptiveChoice struct {
 	bytes int64
 	name  string
-	run   AllReduceFunc
+	bound adaptive.Bound
 }
 
 // Choose names the algorithm an all-reduce of bytes runs: the configured
@@ -401,13 +400,17 @@ func (c *Comm) allReduce(ctx context.Context, dt DType, op Op, send, recv []byte
 	c.seq++
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	algo, run := algorithmNames[c.algo], c.run
-	if algo == "adaptive" { // it chooses once: what runs is what the statistics name
-		chosen := c.chooseAdaptive(int64(len(send)))
-		algo, run = chosen.name, chosen.run
+	algo := algorithmNames[c.algo]
+	var chosen *adaptiveChoice // adaptive chooses once: what runs is what the statistics name
+	if algo == "adaptive" {
+		chosen = c.chooseAdaptive(int64(len(send)))
+		algo = chosen.name
 	}
 	err := c.observed("allreduce", algo, h, len(send), func(t transport.Transport) error {
-		return run(ctx, t, h, send, recv)
+		if chosen != nil {
+			return chosen.bound.Run(ctx, t, h, send, recv)
+		}
+		return c.run(ctx, t, h, send, recv)
 	})
 	if err != nil {
 		return c.fail(fmt.Errorf("collkit: rank %d: allreduce #%d (%s, %d x %v, %v): %w",

@@ -188,18 +188,36 @@ func (c Config) Run(ctx context.Context, a Algorithm, t transport.Transport, h t
 	return run(ctx, a, id, t, h, send, recv)
 }
 
-// Bind returns what Run does for a, with a found among the candidates once:
-// for a caller that runs one choice many times, as a loop of all-reduces of
-// one size does (the search and its string compares were a tenth of an
-// 8-byte all-reduce over shared memory at 2 ranks).
-func (c Config) Bind(a Algorithm) (AllReduceFunc, error) {
+// Bound is a candidate bound to its place among a Config's candidates
+// (Bind): Run without the search for it. A plain value, so that binding
+// allocates nothing: a training loop's all-reduces change size from call
+// to call, and a communicator binds again at every change.
+type Bound struct {
+	a  Algorithm
+	id uint8 // the header's Algo
+}
+
+// Bind binds a, a candidate Choose returned, for a caller that runs one
+// choice many times, as a loop of all-reduces of one size does (the search
+// and its string compares were a tenth of an 8-byte all-reduce over shared
+// memory at 2 ranks).
+func (c Config) Bind(a Algorithm) (Bound, error) {
 	id, err := c.id(a)
 	if err != nil {
-		return nil, fmt.Errorf("adaptive: %w", err)
+		return Bound{}, fmt.Errorf("adaptive: %w", err)
 	}
-	return func(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte) error {
-		return run(ctx, a, id, t, h, send, recv)
-	}, nil
+	return Bound{a, id}, nil
+}
+
+// Name is the bound candidate's name.
+func (b Bound) Name() string { return b.a.Name }
+
+// Run runs the bound candidate as Config.Run runs it.
+func (b Bound) Run(ctx context.Context, t transport.Transport, h transport.Header, send, recv []byte) error {
+	if b.a.Run == nil {
+		return fmt.Errorf("adaptive: rank %d: no candidate bound; bind one that Choose returned", t.Rank())
+	}
+	return run(ctx, b.a, b.id, t, h, send, recv)
 }
 
 // id is the header's Algo for candidate a: its place among the candidates.

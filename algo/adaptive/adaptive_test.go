@@ -130,7 +130,7 @@ func TestBindRunsAsRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, tr := context.Background(), net.Transport(0)
-	errBound := bound(ctx, tr, transport.Header{Algo: 7}, nil, nil)
+	errBound := bound.Run(ctx, tr, transport.Header{Algo: 7}, nil, nil)
 	errRun := cfg.Run(ctx, algos[1], tr, transport.Header{Algo: 7}, nil, nil)
 	if len(seen) != 2 || seen[0] != 0x81 || seen[1] != 0x81 {
 		t.Errorf("headers' Algo: bound and Run sent %#x, want 0x81 both", seen)
