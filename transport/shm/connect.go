@@ -85,6 +85,8 @@ func (t *Transport) Connect(ctx context.Context, store bootstrap.Store) (err err
 			inWait:   spin.Fixed(t.cfg.Yield),
 			outWait:  spin.Fixed(t.cfg.Yield),
 		}
+		t.peers[r].in.mine = t.peers[r].in.tail.Load()
+		t.peers[r].out.mine = t.peers[r].out.head.Load()
 	}
 	if err := t.chooseStores(ctx); err != nil {
 		return fmt.Errorf("shm: rank %d connect: %w", t.cfg.Rank, err)

@@ -19,7 +19,12 @@ import (
 //
 // Messages are a transport.Header followed by the payload, back to back.
 type ring struct {
-	head, tail   *atomic.Uint64
+	head, tail *atomic.Uint64
+	// mine is the word this side writes (head on a producer's ring, tail
+	// on a consumer's) as it last wrote it: reading the shared word back
+	// would wait for its line, which the other side took when it polled
+	// it (about 100 ns a load; see native.hdr).
+	mine         uint64
 	cwait, pwait *atomic.Uint32
 	cwake, pwake *waker // of cwait and pwait, on this side's waits
 	data         []byte
@@ -75,7 +80,7 @@ func (r *ring) get(pos uint64, b []byte) {
 // reports whether any byte was published before an error.
 func (t *Transport) write(ctx context.Context, pr *peer, hb, p []byte) (moved bool, err error) {
 	r := &pr.out
-	head := r.head.Load()
+	head := r.mine
 	tail := r.tail.Load()
 	total := uint64(len(hb) + len(p))
 	first := true
@@ -113,6 +118,7 @@ func (t *Transport) write(ctx context.Context, pr *peer, hb, p []byte) (moved bo
 			n -= k
 		}
 		raceSync()
+		r.mine = head
 		r.head.Store(head)
 		wake(r.cwait)
 		first = false
@@ -125,7 +131,7 @@ func (t *Transport) write(ctx context.Context, pr *peer, hb, p []byte) (moved bo
 // message was partly consumed when an error came.
 func (t *Transport) read(ctx context.Context, pr *peer, want transport.Header, p []byte) (moved bool, err error) {
 	r := &pr.in
-	tail := r.tail.Load()
+	tail := r.mine
 	head := r.head.Load()
 	gone := func(live bool) error { return pr.gone(live) }
 	if head-tail < transport.HeaderSize {
@@ -147,15 +153,13 @@ func (t *Transport) read(ctx context.Context, pr *peer, want transport.Header, p
 			err, pr.rank)
 	}
 	if err := want.Check(pr.rank, got); err != nil {
-		r.tail.Store(tail)
-		wake(r.pwait)
+		r.consumed(tail)
 		return true, err
 	}
 	for off := uint64(0); off < uint64(len(p)); {
 		avail := head - tail
 		if avail == 0 {
-			r.tail.Store(tail)
-			wake(r.pwait)
+			r.consumed(tail)
 			err := t.await(ctx, r.cwake, &pr.inWait, func() bool {
 				head = r.head.Load()
 				return head != tail
@@ -171,13 +175,19 @@ func (t *Transport) read(ctx context.Context, pr *peer, want transport.Header, p
 		tail += n
 		off += n
 		if off < uint64(len(p)) {
-			r.tail.Store(tail)
-			wake(r.pwait)
+			r.consumed(tail)
 		}
 	}
+	r.consumed(tail)
+	return false, nil
+}
+
+// consumed publishes a consumer's new tail and wakes the producer if it
+// sleeps for room.
+func (r *ring) consumed(tail uint64) {
+	r.mine = tail
 	r.tail.Store(tail)
 	wake(r.pwait)
-	return false, nil
 }
 
 // streamMin is the smallest put that streams.
