@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/collkit/collkit/internal/clock"
 	"github.com/collkit/collkit/internal/release"
 	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
@@ -34,12 +35,12 @@ type waitSlot struct {
 	step   atomic.Uint64 // step | len<<32
 }
 
-// clockBase is what waitSlot times are counted from: a monotonic clock
-// read costs half of time.Now.
-var clockBase = time.Now()
+// clockBase is what waitSlot times are counted from.
+var clockBase = clock.Base()
 
-// sinceBase is the monotonic time since clockBase.
-func sinceBase() time.Duration { return time.Since(clockBase) }
+// sinceBase is the monotonic time since clockBase (see package
+// internal/clock).
+func sinceBase() time.Duration { return clock.Since() }
 
 // begin records h as the operation in progress, begun at now (sinceBase).
 func (w *waitSlot) begin(h transport.Header, now time.Duration) {

@@ -1,0 +1,94 @@
+package clock
+
+import (
+	"testing"
+	"time"
+)
+
+// After its first calibration Since agrees with time.Since, read just
+// before and just after it, to within tol, on every one of many reads
+// over a tenth of a second; and it never goes back by more than tol.
+func TestSinceAgrees(t *testing.T) {
+	const tol = 50 * time.Microsecond
+	Since()
+	time.Sleep(firstAfter + 5*time.Millisecond)
+	Since()
+	if !counterUsable() {
+		if TSC() {
+			t.Fatal("the counter is in use where it is not usable")
+		}
+		t.Log("the counter is not usable here: Since is time.Since")
+	} else if !TSC() {
+		t.Fatalf("the counter is usable but not in use %v after the first call", firstAfter+5*time.Millisecond)
+	}
+	var last time.Duration
+	end := time.Now().Add(100 * time.Millisecond)
+	for n := 0; time.Now().Before(end); n++ {
+		a := time.Since(base)
+		s := Since()
+		b := time.Since(base)
+		if b-a > bracket {
+			continue // preempted between the reads: they say nothing
+		}
+		if s < a-tol || s > b+tol {
+			t.Fatalf("read %d: Since %v, time.Since %v and %v around it", n, s, a, b)
+		}
+		if s < last-tol {
+			t.Fatalf("read %d: Since %v after %v", n, s, last)
+		}
+		last = s
+		if n%1000 == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// A calibration's rate comes from its two pairs; it continues the last
+// calibration where that agrees within maxStep, and starts from its own
+// pair where not.
+func TestCalibrate(t *testing.T) {
+	first := pair{tick: 1000, at: 0}
+	p := pair{tick: 1000 + 3_000_000_000, at: time.Second} // 3 ticks a ns
+	c := calibrate(first, p, nil)
+	if c.at != time.Second || c.tick != p.tick {
+		t.Fatalf("anchored at %v, tick %d: want %v, %d", c.at, c.tick, time.Second, p.tick)
+	}
+	if got := scale(3_000_000, c.mult); got < 999_999 || got > 1_000_001 {
+		t.Errorf("3e6 ticks scale to %d ns, want 1e6", got)
+	}
+	if c.horizon < 2_999_000_000 || c.horizon > 3_001_000_000 {
+		t.Errorf("horizon %d ticks, want about a second's, 3e9", c.horizon)
+	}
+	// The last calibration says 10 us more at p: continued.
+	last := &calibration{tick: 1000, at: 10 * time.Microsecond, mult: c.mult}
+	if c := calibrate(first, p, last); c.at < time.Second+9*time.Microsecond || c.at > time.Second+11*time.Microsecond {
+		t.Errorf("continued at %v, want %v", c.at, time.Second+10*time.Microsecond)
+	}
+	// It says a millisecond more: p's own time.
+	last.at = time.Millisecond
+	if c := calibrate(first, p, last); c.at != time.Second {
+		t.Errorf("after a jump at %v, want %v", c.at, time.Second)
+	}
+}
+
+// COLLKIT_TSC=0 turns the counter off.
+func TestEnvOff(t *testing.T) {
+	t.Setenv(Env, "0")
+	if counterUsable() {
+		t.Fatal("usable with COLLKIT_TSC=0")
+	}
+}
+
+func BenchmarkSince(b *testing.B) {
+	Since()
+	time.Sleep(firstAfter + time.Millisecond)
+	for range b.N {
+		Since()
+	}
+}
+
+func BenchmarkTimeSince(b *testing.B) {
+	for range b.N {
+		time.Since(base)
+	}
+}
