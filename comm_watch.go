@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/collkit/collkit/internal/release"
 	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
 )
@@ -102,8 +103,11 @@ func (w *callWatch) begin(c *Comm, h transport.Header) {
 	t.Reset(NoticePeriod)
 }
 
-// end marks that no collective is in progress.
-func (w *callWatch) end() { w.live.Store(0) }
+// end marks that no collective is in progress. A release store, not
+// XCHG: nothing this goroutine loads next depends on the timer seeing it
+// at once, and a timer that still sees the call live can only interrupt a
+// context that the next call then replaces (interrupt, withTimeout).
+func (w *callWatch) end() { release.Uint64(&w.live, 0) }
 
 // tick runs on the timer's goroutine: it checks a collective seen running
 // at the last tick too, and re-arms the timer while collectives run.

@@ -120,7 +120,11 @@ func (t *Transport) Close() error {
 			}
 		}
 	}
-	t.mu.Lock() // operations in progress have returned
+	// Operations in progress have returned: native all-reduces (which
+	// hold only native.mu), then messages.
+	t.native.mu.Lock()
+	defer t.native.mu.Unlock()
+	t.mu.Lock()
 	defer t.mu.Unlock()
 	var errs []error
 	for _, s := range t.segs {
