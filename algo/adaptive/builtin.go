@@ -19,14 +19,14 @@ import (
 // Intel Xeon VM's (2026-11-25) are 6 rounds too, its shm rounds from after
 // shm began to time streaming against ordinary stores at Connect (ordinary
 // won there). Those keep the table's rows, 10 of 22 sizes; the third
-// file is 3 rounds of every size (compare-mpi.sh's sweep.txt) on a Xeon VM
-// of the same kind on a slower day (2026-11-28), which found what the rows
-// hid: at 2 ranks over shm, tree at 128 KiB took 2x native and ring at 512
-// KiB 1.4x, both the old table's choices. Where the machines disagree, a
+// file is 6 rounds of every size (the sweep.txt of two compare-mpi.sh runs
+// of 3) on a Xeon VM of the same kind on a slower day (2026-11-28), which
+// found what the rows hid: at 2 ranks over shm, tree at 128 KiB took 2x
+// native and ring at 512 KiB 1.4x, both the old table's choices. Where the machines disagree, a
 // candidate's time is its worst ratio to the best over them
 // (internal/mkbuiltin; a size a machine skipped is interpolated between
 // its own): adaptive picks the candidate least far from the best on any,
-// at most 1.19x it at every size measured (TestBuiltinNearBest), where the
+// at most 1.18x it at every size measured (TestBuiltinNearBest), where the
 // EPYC's table alone ran up to 1.5x the Xeon's best. The rounds are kept
 // in internal/mkbuiltin/testdata, and TestBuiltinIsTheRounds checks that
 // this table is what they make:
