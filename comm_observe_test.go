@@ -11,6 +11,7 @@ import (
 	"github.com/collkit/collkit"
 	"github.com/collkit/collkit/tracing"
 	"github.com/collkit/collkit/transport/mem"
+	"github.com/collkit/collkit/transport/shm"
 )
 
 // Statistics count what really moved: a ring all-reduce of 4 KiB on 4 ranks
@@ -179,5 +180,27 @@ func BenchmarkAllReduce8B(b *testing.B) {
 				b.Fatal(err)
 			}
 		})
+	}
+}
+
+// What a communicator costs a call around the transport's own work: one
+// rank over shm, whose native all-reduce then only copies, so nothing is
+// waited for (the README's measurements quote it).
+func BenchmarkCallOverhead(b *testing.B) {
+	ts, err := shm.Local(context.Background(), 1, shm.Config{})
+	if err != nil {
+		b.Skip(err)
+	}
+	c, err := collkit.New(ts[0], collkit.Options{Algorithm: "native"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	buf := make([]float32, 2)
+	b.ResetTimer()
+	for range b.N {
+		if err := collkit.AllReduce(context.Background(), c, buf, buf, collkit.Sum); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
