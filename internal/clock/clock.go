@@ -8,13 +8,16 @@
 // kernel itself counts time with the CPU's time-stamp counter (its
 // clocksource is tsc, and the CPU says the counter runs at a constant rate
 // through frequency and sleep states), Since reads the counter (RDTSC: 25
-// ns there) and scales it by a rate measured against time.Since: first
-// over the first 20 ms after Since's first call (time.Since serves until
-// then), then again about every second, always from that first reading, so
-// that the rate's error shrinks as the process runs. Since stays within a
-// few microseconds of time.Since, and may step by that much when a
-// calibration replaces the last (a duration that spans it can come out a
-// little short, or below zero). Elsewhere Since is time.Since.
+// ns there) and scales it by a rate measured against time.Since, from the
+// first reading (at Since's first call) to one taken when the last
+// calibration runs out: the first after 20 ms (time.Since serves until
+// then), each next after five times the span it was measured over, at
+// most a second. Each calibration starts from its own reading of
+// time.Since, so an error of the rate never outlives it: Since stays
+// within about 10 us of time.Since in the process's first second and 3 us
+// after, and may step by that much when a calibration replaces the last
+// (a duration that spans it can come out a little short, or below zero).
+// Elsewhere Since is time.Since.
 package clock
 
 import (
@@ -45,7 +48,7 @@ func Since() time.Duration {
 func TSC() bool { return current.Load() != nil }
 
 // A calibration: Since is at + (ticks()-tick) * mult / 2^32 nanoseconds
-// while ticks()-tick is below horizon, about a second.
+// while ticks()-tick is below horizon.
 type calibration struct {
 	tick    uint64
 	at      time.Duration
@@ -62,16 +65,16 @@ func scale(d, mult uint64) uint64 {
 const (
 	// firstAfter is how long time.Since serves before the first rate.
 	firstAfter = 20 * time.Millisecond
-	// recalibrate is how long a calibration serves.
-	recalibrate = time.Second
+	// serveSpans is how many times the span its rate was measured over a
+	// calibration serves, and maxServe the longest: a rate measured over
+	// 20 ms with readings 2 us apart is off by up to 1e-4, 10 us over 100
+	// ms.
+	serveSpans = 5
+	maxServe   = time.Second
 	// bracket is the most two time.Since reads around one RDTSC may lie
 	// apart for a pair of readings to count: a preemption between them
 	// would put the pair's time off by as much.
 	bracket = 2 * time.Microsecond
-	// maxStep is the most a new calibration may disagree with the last at
-	// the same moment and still continue it (rather than start from its
-	// own pair): the counter jumped, or the machine was suspended.
-	maxStep = 100 * time.Microsecond
 )
 
 // The calibration state, under mu but for current.
@@ -141,24 +144,20 @@ func slow() time.Duration {
 	if !ok || p.tick <= first.tick || p.at <= first.at {
 		return now
 	}
-	c := calibrate(first, p, current.Load())
+	c := calibrate(first, p)
 	current.Store(c)
 	return c.at
 }
 
 // calibrate makes the calibration that starts at p, with the rate from
-// first to p, continuing last where it agrees with p.
-func calibrate(first, p pair, last *calibration) *calibration {
+// first to p, to serve serveSpans times that span, at most maxServe.
+func calibrate(first, p pair) *calibration {
 	ns := uint64(p.at - first.at)
 	mult, _ := bits.Div64(ns>>32, ns<<32, p.tick-first.tick)
 	c := &calibration{tick: p.tick, at: p.at, mult: max(mult, 1)}
-	c.horizon, _ = bits.Div64(uint64(recalibrate)>>32, uint64(recalibrate)<<32, c.mult)
-	if last != nil && p.tick > last.tick {
-		cont := last.at + time.Duration(scale(p.tick-last.tick, last.mult))
-		if step := cont - p.at; step < maxStep && step > -maxStep {
-			c.at = cont
-		}
-	}
+	serve := uint64(min(serveSpans*(p.at-first.at), maxServe))
+	c.horizon, _ = bits.Div64(serve>>32, serve<<32, c.mult)
+	c.horizon = max(c.horizon, 1)
 	return c
 }
 

@@ -43,13 +43,12 @@ func TestSinceAgrees(t *testing.T) {
 	}
 }
 
-// A calibration's rate comes from its two pairs; it continues the last
-// calibration where that agrees within maxStep, and starts from its own
-// pair where not.
+// A calibration's rate comes from its two pairs, it starts from the
+// later one's time, and it serves five times their span, at most a second.
 func TestCalibrate(t *testing.T) {
 	first := pair{tick: 1000, at: 0}
 	p := pair{tick: 1000 + 3_000_000_000, at: time.Second} // 3 ticks a ns
-	c := calibrate(first, p, nil)
+	c := calibrate(first, p)
 	if c.at != time.Second || c.tick != p.tick {
 		t.Fatalf("anchored at %v, tick %d: want %v, %d", c.at, c.tick, time.Second, p.tick)
 	}
@@ -57,17 +56,12 @@ func TestCalibrate(t *testing.T) {
 		t.Errorf("3e6 ticks scale to %d ns, want 1e6", got)
 	}
 	if c.horizon < 2_999_000_000 || c.horizon > 3_001_000_000 {
-		t.Errorf("horizon %d ticks, want about a second's, 3e9", c.horizon)
+		t.Errorf("horizon %d ticks, want a second's, 3e9", c.horizon)
 	}
-	// The last calibration says 10 us more at p: continued.
-	last := &calibration{tick: 1000, at: 10 * time.Microsecond, mult: c.mult}
-	if c := calibrate(first, p, last); c.at < time.Second+9*time.Microsecond || c.at > time.Second+11*time.Microsecond {
-		t.Errorf("continued at %v, want %v", c.at, time.Second+10*time.Microsecond)
-	}
-	// It says a millisecond more: p's own time.
-	last.at = time.Millisecond
-	if c := calibrate(first, p, last); c.at != time.Second {
-		t.Errorf("after a jump at %v, want %v", c.at, time.Second)
+	// The first calibration, 20 ms in: it serves 100 ms.
+	p = pair{tick: 1000 + 60_000_000, at: 20 * time.Millisecond}
+	if c := calibrate(first, p); c.horizon < 299_000_000 || c.horizon > 301_000_000 {
+		t.Errorf("after 20 ms: horizon %d ticks, want 100 ms's, 3e8", c.horizon)
 	}
 }
 
