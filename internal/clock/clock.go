@@ -112,8 +112,8 @@ func read() (p pair, ok bool) {
 }
 
 // slow is Since before the first calibration, where the counter is not
-// used, and once a calibration has served its second: it calibrates when
-// it is time to.
+// used, and once a calibration has served its time: it calibrates when it
+// is time to.
 func slow() time.Duration {
 	now := time.Since(base)
 	if state.Load() == off {
