@@ -245,7 +245,7 @@ type Comm struct {
 	sub           subState            // sub-communicators (comm_split.go)
 	obs           observer            // statistics, spans, log (comm_observe.go)
 	timeoutCtx    timeoutCtx          // reused by withTimeout; guarded by mu
-	began         time.Duration       // when the running call began, sinceBase (withTimeout); guarded by mu
+	began         time.Duration       // when the running call began, clock.Since (withTimeout); guarded by mu
 	timeoutErr    error               // made once by timeoutCause; guarded by mu
 	counts        []int               // evenCounts' memory; guarded by mu
 
@@ -507,14 +507,6 @@ func (c *Comm) fail(err error) error {
 	return fe
 }
 
-// clockBase is what a call's times are counted from (Comm.began).
-var clockBase = clock.Base()
-
-// sinceBase is the monotonic time since clockBase (see package
-// internal/clock: about half of time.Since's cost where the CPU's counter
-// serves).
-func sinceBase() time.Duration { return clock.Since() }
-
 // Making a context with a timer costs more than an 8-byte all-reduce over
 // shared memory (about 700 ns of a 2 us call), so the context made for a
 // parent is reused by the next calls with the same parent while at least
@@ -533,7 +525,7 @@ func sinceBase() time.Duration { return clock.Since() }
 func (c *Comm) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	_, hasDeadline := ctx.Deadline()
 	timed := !hasDeadline && c.timeout >= 0
-	c.began = sinceBase()
+	c.began = clock.Since()
 	if !reflect.TypeOf(ctx).Comparable() {
 		var tc timeoutCtx
 		tc.make(c, ctx, timed)
@@ -565,7 +557,7 @@ func (tc *timeoutCtx) make(c *Comm, parent context.Context, timed bool) {
 	if timed {
 		tc.made = c.began
 		var cancel context.CancelFunc
-		tc.ctx, cancel = context.WithDeadlineCause(ctx, clockBase.Add(c.began+c.timeout), c.timeoutCause())
+		tc.ctx, cancel = context.WithDeadlineCause(ctx, clock.Base().Add(c.began+c.timeout), c.timeoutCause())
 		tc.cancel = func() { cancel(); interrupt(nil) }
 	}
 }

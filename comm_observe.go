@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/collkit/collkit/bootstrap"
+	"github.com/collkit/collkit/internal/clock"
 	"github.com/collkit/collkit/metrics"
 	"github.com/collkit/collkit/tracing"
 	"github.com/collkit/collkit/transport"
@@ -71,12 +72,12 @@ func (c *Comm) observed(coll, algo string, h transport.Header, bytes int, fn fun
 	// monotonic read (time.Since costs half of time.Now).
 	start := c.began
 	err := fn(t)
-	d := sinceBase() - start
+	d := clock.Since() - start
 	if o.stats != nil {
 		o.stats.Record(metrics.Key{Collective: coll, Algorithm: algo, Transport: c.transportName}, d, o.counting.Totals().Sub(before), err)
 	}
 	if o.rec != nil {
-		o.rec.Add(tracing.TrackCollective, coll, clockBase.Add(start), d, "seq", h.Seq, "algorithm", algo, "bytes", bytes, "failed", err != nil)
+		o.rec.Add(tracing.TrackCollective, coll, clock.Base().Add(start), d, "seq", h.Seq, "algorithm", algo, "bytes", bytes, "failed", err != nil)
 	}
 	return err
 }

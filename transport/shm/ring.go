@@ -118,9 +118,7 @@ func (t *Transport) write(ctx context.Context, pr *peer, hb, p []byte) (moved bo
 			n -= k
 		}
 		raceSync()
-		r.mine = head
-		r.head.Store(head)
-		wake(r.cwait)
+		r.produced(head)
 		first = false
 	}
 	return false, nil
@@ -180,6 +178,14 @@ func (t *Transport) read(ctx context.Context, pr *peer, want transport.Header, p
 	}
 	r.consumed(tail)
 	return false, nil
+}
+
+// produced publishes a producer's new head and wakes the consumer if it
+// sleeps for data.
+func (r *ring) produced(head uint64) {
+	r.mine = head
+	r.head.Store(head)
+	wake(r.cwait)
 }
 
 // consumed publishes a consumer's new tail and wakes the producer if it

@@ -26,7 +26,7 @@ var (
 // one goroutine at a time sends to (or receives from) a peer, so each slot
 // has one writer.
 type waitSlot struct {
-	since  atomic.Int64  // since clockBase (see sinceBase), plus 1; 0: idle
+	since  atomic.Int64  // since clock.Base, plus 1; 0: idle
 	failed atomic.Bool   // the operation ended in an error
 	seq    atomic.Uint64 // header fields
 	count  atomic.Uint64
@@ -35,14 +35,7 @@ type waitSlot struct {
 	step   atomic.Uint64 // step | len<<32
 }
 
-// clockBase is what waitSlot times are counted from.
-var clockBase = clock.Base()
-
-// sinceBase is the monotonic time since clockBase (see package
-// internal/clock).
-func sinceBase() time.Duration { return clock.Since() }
-
-// begin records h as the operation in progress, begun at now (sinceBase).
+// begin records h as the operation in progress, begun at now (clock.Since).
 func (w *waitSlot) begin(h transport.Header, now time.Duration) {
 	// A sequence lock: since is 0 while the fields change, so a snapshot
 	// taken meanwhile (a peer's ping) never mixes two operations' fields.
@@ -77,7 +70,7 @@ func (w *waitSlot) snapshot(peer int, op string, now time.Time) (transport.Wait,
 	if w.since.Load() != since {
 		return transport.Wait{}, false // the next operation began meanwhile
 	}
-	t := clockBase.Add(time.Duration(since - 1))
+	t := clock.Base().Add(time.Duration(since - 1))
 	return transport.Wait{
 		Peer: peer, Op: op, Since: t, Waited: now.Sub(t), Failed: failed,
 		Header: transport.Header{

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/collkit/collkit/internal/clock"
 	"github.com/collkit/collkit/internal/spin"
 	"github.com/collkit/collkit/transport"
 )
@@ -54,7 +55,7 @@ func TestRecvLargePolled(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			p := make([]byte, size)
-			n, err := s.recv(ctx, 1, h, p, sinceBase())
+			n, err := s.recv(ctx, 1, h, p, clock.Since())
 			if tc.wantErr {
 				if !errors.Is(err, io.ErrUnexpectedEOF) {
 					t.Fatalf("recv after a hang-up partway: n=%d err=%v, want io.ErrUnexpectedEOF", n, err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/collkit/collkit/internal/clock"
 	"github.com/collkit/collkit/transport"
 )
 
@@ -75,7 +76,7 @@ func FuzzRecv(f *testing.F) {
 		h := want
 		h.Len = uint32(n)
 		p := make([]byte, n)
-		_, err := s.recv(ctx, 1, h, p, sinceBase())
+		_, err := s.recv(ctx, 1, h, p, clock.Since())
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
 			t.Fatalf("recv hung on %x", in)
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/collkit/collkit/internal/clock"
 	"github.com/collkit/collkit/internal/spin"
 	"github.com/collkit/collkit/transport"
 )
@@ -176,7 +177,7 @@ func (s *stream) poll(want int, start time.Duration) (atOnce bool) {
 		// both at every poll, they were a tenth of a 2-rank 16-byte
 		// all-reduce's time (perf).
 		if i&3 == 3 {
-			if sinceBase() > deadline {
+			if clock.Since() > deadline {
 				return false
 			}
 			runtime.Gosched()
@@ -439,13 +440,13 @@ func (s *stream) writeNow(ctx context.Context, b []byte) int {
 // recv reads the next message into p after checking its header against
 // want. It returns how many bytes it read, and the header it got when that
 // header did not match (err is then a *transport.MismatchError). start is
-// when the wait began (sinceBase): the caller's clock read serves both.
+// when the wait began (clock.Since): the caller's clock read serves both.
 func (s *stream) recv(ctx context.Context, peer int, want transport.Header, p []byte, start time.Duration) (int, error) {
 	if len(p) <= pollMax || s.pollAll {
 		if s.poll(transport.HeaderSize+len(p), start) {
 			s.budget.Observe(0)
 		} else {
-			defer func() { s.budget.Observe(sinceBase() - start) }()
+			defer func() { s.budget.Observe(clock.Since() - start) }()
 		}
 	}
 	var n int

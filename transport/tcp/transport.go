@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/collkit/collkit/internal/clock"
 	"github.com/collkit/collkit/transport"
 )
 
@@ -161,7 +162,7 @@ func (t *Transport) Send(ctx context.Context, peer int, h transport.Header, p []
 		return pr.errorf("send", "message of %d bytes is larger than a header can describe (4 GiB); split it", len(p))
 	}
 	h.Len = uint32(len(p))
-	pr.sendWait.begin(h, sinceBase())
+	pr.sendWait.begin(h, clock.Since())
 	if k := pieces(len(p), len(pr.streams)); k > 1 {
 		err = pr.sendPieces(ctx, h, p, k)
 	} else if n, serr := pr.streams[0].send(ctx, h, p); serr != nil {
@@ -182,7 +183,7 @@ func (t *Transport) Recv(ctx context.Context, peer int, h transport.Header, p []
 		return pr.errorf("recv", "message of %d bytes is larger than a header can describe (4 GiB); split it", len(p))
 	}
 	h.Len = uint32(len(p))
-	now := sinceBase()
+	now := clock.Since()
 	pr.recvWait.begin(h, now)
 	if k := pieces(len(p), len(pr.streams)); k > 1 {
 		err = pr.recvPieces(ctx, h, p, k, now)
@@ -444,7 +445,7 @@ func (pr *peer) startWorkers() {
 		pr.t.wg.Add(2)
 		go pr.work(pr.sendWork[i], pr.sendDone, func(j piece) (int, error) { return pr.streams[i].send(j.ctx, j.h, j.p) })
 		go pr.work(pr.recvWork[i], pr.recvDone, func(j piece) (int, error) {
-			return pr.streams[i].recv(j.ctx, pr.rank, j.h, j.p, sinceBase())
+			return pr.streams[i].recv(j.ctx, pr.rank, j.h, j.p, clock.Since())
 		})
 	}
 }
