@@ -75,6 +75,50 @@ func TestFixed(t *testing.T) {
 	}
 }
 
+// TestWake: sleeps that cost more than the waits make the budget poll that
+// long (up to MaxWake), unless the waits average past Max; Fixed budgets
+// ignore it.
+func TestWake(t *testing.T) {
+	var b Budget
+	feed(&b, 50, 5*time.Microsecond)
+	if got := b.Next(); got != First {
+		t.Fatalf("after waits of 5 us: %v, want First (%v)", got, First)
+	}
+	b.ObserveWake(2 * time.Millisecond)
+	if got := b.Next(); got != 2*time.Millisecond {
+		t.Errorf("after a sleep that cost 2 ms: %v, want 2 ms", got)
+	}
+	// A moving average: one cheap wake-up moves it a quarter of the way.
+	b.ObserveWake(0)
+	if got := b.Next(); got < 1499*time.Microsecond || got > 1501*time.Microsecond {
+		t.Errorf("after wake-ups of 2 ms and 0: %v, want 1.5 ms", got)
+	}
+	b.ObserveWake(time.Second)
+	if got := b.Wake(); got > MaxWake {
+		t.Errorf("after a wake-up of 1 s: %v, want at most MaxWake (%v)", got, MaxWake)
+	}
+	// Waits longer than the wake-ups cost: twice the longest, up to Max.
+	feed(&b, 100, 5*time.Microsecond)
+	for range 20 {
+		b.ObserveWake(20 * time.Microsecond)
+	}
+	feed(&b, 10, 300*time.Microsecond)
+	if got := b.Next(); got < 590*time.Microsecond || got > 600*time.Microsecond {
+		t.Errorf("after waits of 300 us and wake-ups of 20 us: %v, want about 600 us", got)
+	}
+	// A peer that computes between collectives: Min, whatever sleeps cost.
+	b.ObserveWake(5 * time.Millisecond)
+	feed(&b, 50, 10*time.Millisecond)
+	if got := b.Next(); got != Min {
+		t.Errorf("after waits of 10 ms: %v, want Min (%v)", got, Min)
+	}
+	f := Fixed(100 * time.Microsecond)
+	f.ObserveWake(5 * time.Millisecond)
+	if got := f.Next(); got != 100*time.Microsecond || f.Wake() != 0 {
+		t.Errorf("Fixed(100us) after a 5 ms wake-up: %v (wake %v), want 100 us", got, f.Wake())
+	}
+}
+
 // feed has b observe n waits of d each.
 func feed(b *Budget, n int, d time.Duration) {
 	for range n {

@@ -234,7 +234,8 @@ func TestNativePeerCloses(t *testing.T) {
 // that arrives last (see wakePeers: its store of the barrier word and its
 // look at the sleeper's flag must not pass each other), not by the end of
 // its sleep slice: each round it returns with the late rank, well within
-// the 100 ms slice, with the right sums.
+// the 100 ms slice, with the right sums. The sleeper learns what its
+// wake-ups cost from the time its waker left (wokenAt).
 func TestNativeSleeperWoken(t *testing.T) {
 	ts := local(t, 2, Config{Dir: segDir(t)})
 	h := transport.Header{Count: 2, Root: -1, Coll: transport.CollAllReduce, DType: reduce.Float32, Op: reduce.Sum}
@@ -263,8 +264,12 @@ func TestNativeSleeperWoken(t *testing.T) {
 				t.Fatalf("round %d rank %d: got %v, want [3 30]", round, r, out[r])
 			}
 		}
-		if late := done[0].Sub(done[1]); late > 40*time.Millisecond {
+		late := done[0].Sub(done[1])
+		if late > 40*time.Millisecond {
 			t.Fatalf("round %d: the sleeping rank returned %v after the late one: it slept out its slice instead of being woken", round, late)
+		}
+		if b := &ts[0].native.wait; b.Wake() <= 0 || b.Wake() > 40*time.Millisecond {
+			t.Fatalf("round %d: the sleeper learned a wake-up cost of %v, want more than 0 and at most 40 ms", round, b.Wake())
 		}
 	}
 }

@@ -23,12 +23,14 @@ import (
 //
 //	page 0          header: magic, version, rank, size, ring bytes, native
 //	                bytes, pid; then on cache lines of their own: closed,
-//	                arrive (barrier counter), bwait (barrier futex); then
+//	                arrive (barrier counter), bwait (barrier futex, then
+//	                the time a waker woke it: wokenAt); then
 //	                the native all-reduce's two call slots (barrier word,
 //	                header, small payload), alternating; the owner's abort
 //	                reason
 //	ctrl pages      one 256-byte control block per sender rank:
-//	                head, tail, cwait, pwait, each on its own cache line
+//	                head, tail, cwait, pwait (futex words, each followed by
+//	                its wokenAt), each on its own cache line
 //	ring data       RingBytes per sender rank (the owner's slot unused)
 //	native          NativeBytes
 const (

@@ -35,9 +35,18 @@ func futexSleep(w *atomic.Uint32, val uint32, d time.Duration) {
 		uintptr(unsafe.Pointer(&ts)), 0, 0)
 }
 
+// wokenAt is where the waker of futex word w leaves the time it woke the
+// sleeper (Unix ns, 0 for none), so that the sleeper learns what its sleep
+// cost (spin.Budget.ObserveWake): the 8 bytes after w, on the cache line
+// that w has to itself (segment.go).
+func wokenAt(w *atomic.Uint32) *atomic.Int64 {
+	return (*atomic.Int64)(unsafe.Add(unsafe.Pointer(w), 8))
+}
+
 // wake clears a waiter's flag and wakes it if it had set one.
 func wake(w *atomic.Uint32) {
 	if w.Load() != 0 {
+		wokenAt(w).Store(time.Now().UnixNano())
 		w.Store(0)
 		unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWake, 1<<30, 0, 0, 0)
 	}
@@ -55,7 +64,7 @@ func forceWake(w *atomic.Uint32) {
 // every change that can make ready true. failed reports why waiting is
 // pointless (this transport or a peer closed, a peer died); it is called
 // after a last look at ready, so data a peer sent before it closed is still
-// taken. How long the wait took teaches b.
+// taken. How long the wait took, and what a sleep cost, teach b.
 func (t *Transport) await(ctx context.Context, k *waker, b *spin.Budget, ready func() bool, failed func(live bool) error) error {
 	w := k.w
 	for range t.cfg.Spin {
@@ -64,7 +73,15 @@ func (t *Transport) await(ctx context.Context, k *waker, b *spin.Budget, ready f
 		}
 	}
 	start := time.Now()
-	defer func() { b.Observe(time.Since(start)) }()
+	woke := time.Duration(-1) // what the last sleep cost, when a waker ended it
+	defer func() {
+		waited := time.Since(start)
+		if woke >= 0 {
+			b.ObserveWake(woke)
+			waited -= woke
+		}
+		b.Observe(waited)
+	}()
 	if yield := b.Next(); yield > 0 {
 		for i := 0; ; i++ {
 			if ready() {
@@ -96,7 +113,9 @@ func (t *Transport) await(ctx context.Context, k *waker, b *spin.Budget, ready f
 		defer k.done()
 	}
 	lastLive := time.Now()
+	at := wokenAt(w)
 	for {
+		at.Store(0)
 		w.Store(1)
 		if ready() {
 			w.Store(0)
@@ -114,6 +133,9 @@ func (t *Transport) await(ctx context.Context, k *waker, b *spin.Budget, ready f
 			return err
 		}
 		futexSleep(w, 1, min(sleepSlice, t.cfg.LivenessInterval))
+		if ns := at.Load(); ns != 0 {
+			woke = max(time.Duration(time.Now().UnixNano()-ns), -1)
+		}
 	}
 }
 

@@ -71,6 +71,16 @@ func (s *stream) linger(until time.Time) {
 // 340-390 us polling.
 const pollMax = 64 << 10
 
+// What poll found.
+type pollResult int
+
+const (
+	pollOff    pollResult = iota // it did not poll: the budget is zero, or no raw socket
+	pollAtOnce                   // the message was there at the first look
+	pollFound                    // the message came while it polled
+	pollGaveUp                   // the budget ran out first: the read sleeps
+)
+
 // aLongTimeAgo is a deadline in the past, used to interrupt blocked I/O.
 var aLongTimeAgo = time.Unix(1, 0)
 
@@ -101,6 +111,7 @@ type stream struct {
 	plain     bool                  // conn is the raw socket (no TLS), so poll may read from it
 	pre       int                   // bytes of the next message poll already read into rbuf
 	pollAll   bool                  // poll for messages of any size: the ranks of this host have a core each
+	sleeper                         // what a receive that sleeps learns (sleep_linux.go)
 	readFn    func(fd uintptr) bool // reads into rdst without waiting; made once
 	rdst      []byte                // what readFn reads into
 	rn        int                   // what it read, or -1
@@ -153,12 +164,14 @@ func (s *stream) peekHeader() (transport.Header, bool) {
 // records how many. Otherwise it only peeks.
 //
 // It reports whether the message was there at the first look, as for
-// most small messages between 2 ranks: the wait then took no time worth a
-// clock read (21 ns on the 2-core VMs) to teach the budget.
-func (s *stream) poll(want int, start time.Duration) (atOnce bool) {
+// most small messages between 2 ranks (the wait then took no time worth a
+// clock read, 21 ns on the 2-core VMs, to teach the budget), came while
+// polling, or did not come within the budget, so that the read that
+// follows sleeps.
+func (s *stream) poll(want int, start time.Duration) pollResult {
 	budget := s.budget.Next()
 	if budget <= 0 || s.raw == nil {
-		return false
+		return pollOff
 	}
 	s.probe = s.rbuf[:1]
 	if s.plain && want <= len(s.rbuf) {
@@ -169,7 +182,10 @@ func (s *stream) poll(want int, start time.Duration) (atOnce bool) {
 		s.ready = false
 		s.raw.Control(s.peekFn)
 		if s.ready {
-			return i == 0
+			if i == 0 {
+				return pollAtOnce
+			}
+			return pollFound
 		}
 		// Every fourth poll: the clock, and the other goroutines of this
 		// process (a helper that sends while this one receives). Each
@@ -178,7 +194,7 @@ func (s *stream) poll(want int, start time.Duration) (atOnce bool) {
 		// all-reduce's time (perf).
 		if i&3 == 3 {
 			if clock.Since() > deadline {
-				return false
+				return pollGaveUp
 			}
 			runtime.Gosched()
 		}
@@ -442,11 +458,16 @@ func (s *stream) writeNow(ctx context.Context, b []byte) int {
 // header did not match (err is then a *transport.MismatchError). start is
 // when the wait began (clock.Since): the caller's clock read serves both.
 func (s *stream) recv(ctx context.Context, peer int, want transport.Header, p []byte, start time.Duration) (int, error) {
+	polled := pollOff
 	if len(p) <= pollMax || s.pollAll {
-		if s.poll(transport.HeaderSize+len(p), start) {
+		switch polled = s.poll(transport.HeaderSize+len(p), start); polled {
+		case pollAtOnce:
 			s.budget.Observe(0)
-		} else {
+		case pollFound:
 			defer func() { s.budget.Observe(clock.Since() - start) }()
+		case pollGaveUp:
+			s.woke = -1
+			defer s.learnSleep(start)
 		}
 	}
 	var n int
@@ -460,6 +481,9 @@ func (s *stream) recv(ctx context.Context, peer int, want transport.Header, p []
 			s.rhook.done()
 			return s.pre, err // bytes poll took mean the stream is out of step
 		}
+		if polled == pollGaveUp {
+			s.sleep()
+		}
 		if len(p) <= smallMax {
 			n, err = s.recvSmall(peer, want, p)
 		} else {
@@ -471,6 +495,18 @@ func (s *stream) recv(ctx context.Context, peer int, want transport.Header, p []
 		err = s.readNotice(peer)
 	}
 	return n, err
+}
+
+// learnSleep teaches the budget what a receive that gave up polling at
+// start waited for its message and, when sleep could tell, what its sleep
+// cost (see spin.Budget.ObserveWake).
+func (s *stream) learnSleep(start time.Duration) {
+	waited := clock.Since() - start
+	if s.woke >= 0 {
+		s.budget.ObserveWake(s.woke)
+		waited = s.wokeAt - s.woke - start
+	}
+	s.budget.Observe(waited)
 }
 
 // readNotice reads the reason of the abort notice whose header recv found,
