@@ -84,22 +84,25 @@ func TestWake(t *testing.T) {
 	if got := b.Next(); got != First {
 		t.Fatalf("after waits of 5 us: %v, want First (%v)", got, First)
 	}
-	b.ObserveWake(2 * time.Millisecond)
-	if got := b.Next(); got != 2*time.Millisecond {
-		t.Errorf("after a sleep that cost 2 ms: %v, want 2 ms", got)
+	b.ObserveWake(500 * time.Microsecond)
+	if got := b.Next(); got != WakeFactor*500*time.Microsecond {
+		t.Errorf("after a sleep that cost 0.5 ms: %v, want WakeFactor (%d) times that", got, WakeFactor)
 	}
 	// A moving average: one cheap wake-up moves it a quarter of the way.
 	b.ObserveWake(0)
-	if got := b.Next(); got < 1499*time.Microsecond || got > 1501*time.Microsecond {
-		t.Errorf("after wake-ups of 2 ms and 0: %v, want 1.5 ms", got)
+	if got := b.Wake(); got < 374*time.Microsecond || got > 376*time.Microsecond {
+		t.Errorf("after wake-ups of 0.5 ms and 0: %v, want 0.375 ms", got)
 	}
 	b.ObserveWake(time.Second)
 	if got := b.Wake(); got > MaxWake {
 		t.Errorf("after a wake-up of 1 s: %v, want at most MaxWake (%v)", got, MaxWake)
 	}
+	if got := b.Next(); got != MaxWake {
+		t.Errorf("after a wake-up of 1 s: budget %v, want MaxWake (%v)", got, MaxWake)
+	}
 	// Waits longer than the wake-ups cost: twice the longest, up to Max.
 	feed(&b, 100, 5*time.Microsecond)
-	for range 20 {
+	for range 40 {
 		b.ObserveWake(20 * time.Microsecond)
 	}
 	feed(&b, 10, 300*time.Microsecond)
