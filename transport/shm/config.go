@@ -41,9 +41,10 @@ type Config struct {
 	// Yield is how long a waiting rank keeps polling between sched_yield
 	// calls after spinning, before it sleeps on a futex in the segment. Zero
 	// learns it per link (and for the native all-reduce's barriers) from
-	// how long the recent waits there took (internal/spin: twice the
-	// longest recent wait, 50 us to 1 ms, 20 us while waits average
-	// longer); positive fixes it; negative means none.
+	// how long the recent waits there took and what its sleeps cost
+	// (internal/spin: twice the longest recent wait, 50 us to 1 ms, 20 us
+	// while waits average longer, and at least 4 times what recent sleeps
+	// cost, up to 10 ms); positive fixes it; negative means none.
 	Yield time.Duration
 	// LivenessInterval is how often a sleeping rank checks that the process
 	// it waits for is still alive (kill(pid, 0)), to turn a crashed peer

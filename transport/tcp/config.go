@@ -58,10 +58,11 @@ type Config struct {
 	// before parking the goroutine, trading CPU for latency as MPI's
 	// progress engines do. Between polls it yields the core, so ranks that
 	// outnumber the cores still make progress. Zero learns it per peer from
-	// how long that peer's recent messages took to arrive (internal/spin:
-	// twice the longest recent wait, 50 us to 1 ms, 20 us while waits
-	// average longer);
-	// positive fixes it; negative disables polling.
+	// how long that peer's recent messages took to arrive and what
+	// sleeping has cost (internal/spin: twice the longest recent wait, 50
+	// us to 1 ms, 20 us while waits average longer, and at least 4 times
+	// what recent sleeps cost, up to 10 ms); positive fixes it; negative
+	// disables polling.
 	SpinWait time.Duration
 	// Listener, when set, is the socket this rank accepts its peers on,
 	// opened by the caller so that it could tell its address before the
