@@ -33,6 +33,8 @@
 #                            the run (root; restored at the end). Open MPI
 #                            uses the system's; collkit sets cubic (else
 #                            reno) on its own sockets whatever it is.
+# After the table: the headline, the floor, and how much of this VM's time
+# its host took (steal, /proc/stat) during each side's sweeps.
 # Needs Open MPI (mpicc, mpirun): ../shared/peers installs it when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -85,6 +87,16 @@ if [ -z "${TABLE_ONLY:-}" ] && [ -n "${SYSTEM_CONGESTION:-}" ]; then
 fi
 [ -n "${TABLE_ONLY:-}" ] || echo "system $(cat "$ccfile" 2>/dev/null || echo unknown)" >"$out/congestion.txt"
 
+# stolen prints /proc/stat's "steal total" CPU counters, and steal_since
+# MARK SIDE appends to raw.txt the share of this VM's time its host took
+# (steal) since stolen printed MARK, in percent, as "steal SIDE PCT": a busy
+# host slows both sides, and the side that lets its cores go idle more
+# (a sleeping rank's core may go to another guest) more.
+stolen() { awk '/^cpu / { print $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9; exit }' /proc/stat 2>/dev/null || echo "0 0"; }
+steal_since() {
+  echo "$1 $(stolen)" | awk -v side="$2" '{ d = $4 - $2; printf "steal %s %.0f\n", side, (d > 0 ? 100 * ($3 - $1) / d : 0) }' >>"$raw"
+}
+
 # mpi COLL NP MIN MAX BTL TR: appends "mpi COLL TR NP BYTES - TIME" lines.
 # Open MPI's sweep starts one size below MIN, a row the table leaves out:
 # as collbench's --warmup-time, so that neither side's first row carries
@@ -96,10 +108,12 @@ mpi() {
   [ "$coll" != barrier ] || wanted=" 0 "
   log=$out/mpi-$coll-$tr-np$np-rep$rep.txt
   [ "$lo" -lt 2 ] || lo=$((lo / 2))
+  local mark; mark=$(stolen)
   case $coll in
     gather | scatter | reduce | barrier) rooted "$coll" "$np" "$lo" "$hi" 20 "$btl" >"$log" ;;
     *) bash "$peers/mpi-colls.sh" "$coll" "$np" "$lo" "$hi" 20 "$btl" >"$log" ;;
   esac
+  steal_since "$mark" mpi
   # The peers print the time to 0.1 us and the bandwidth (bytes / time) to
   # 0.001 GB/s: at 0.4 us (8 B over vader) the time is a quarter off, while
   # the bandwidth, 0.020, pins it within 2.5%. Whichever column is the more
@@ -134,7 +148,9 @@ collkit() {
   [ "$coll" = barrier ] || args+=(-b "$lo" -e "$hi")
   # --seed turns which algorithm goes first at a size from round to round.
   if [ "$coll" = allreduce ]; then args+=(--algo "$algos" --interleave --seed "$rep"); fi
+  local mark; mark=$(stolen)
   "$out/collbench" "${args[@]}" >"$out/collkit-$coll-$tr-np$np-rep$rep.txt"
+  steal_since "$mark" collkit
   awk -F, -v c="$coll" -v t="$tr" -v n="$np" -v w="$wanted" '
     NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
     index(w, " " $col["bytes"] " ") {
@@ -190,15 +206,19 @@ done
 for rep in $(seq 1 "$HEADLINE"); do
   [ -z "${TABLE_ONLY:-}" ] || break
   echo "== headline $rep/$HEADLINE: collbench --algo ring --size 16384, then Open MPI" >&2
+  mark=$(stolen)
   "$out/collbench" --algo ring --size 16384 -q |
     awk '$1 == 16384 { print "headline collkit", $6 }' >>"$raw"
+  steal_since "$mark" collkit
+  mark=$(stolen)
   bash "$peers/mpi-colls.sh" allreduce 4 8192 16384 20 tcp |
     awk '$1 == 16384 { print "headline mpi", $2 }' >>"$raw"
+  steal_since "$mark" mpi
 done
 
 # Medians over the rounds, then per row: Open MPI, collkit's best algorithm,
 # ring and adaptive (all-reduce) and the ratios.
-grep -v -e '^headline ' -e '^floor ' "$raw" | sort -k1,1 -k2,2 -k3,3 -k4,4n -k5,5n -k6,6 -k7,7g | awk '
+grep -v -e '^headline ' -e '^floor ' -e '^steal ' "$raw" | sort -k1,1 -k2,2 -k3,3 -k4,4n -k5,5n -k6,6 -k7,7g | awk '
   function flush() {
     if (key == "") return
     med[key] = vals[int((n + 1) / 2)]
@@ -254,5 +274,13 @@ grep -v -e '^headline ' -e '^floor ' "$raw" | sort -k1,1 -k2,2 -k3,3 -k4,4n -k5,
     if (n["tcp"]) printf " tcp (a write and a polled recv) %.2f us (runs:%s);", all["tcp", int((n["tcp"] + 1) / 2)], v["tcp"]
     if (n["shm"]) printf " shared memory (a cache line each way) %.2f us (runs:%s).", all["shm", int((n["shm"] + 1) / 2)], v["shm"]
     printf "\n"
+  }' | tee -a "$out/table.md"
+{ grep '^steal ' "$raw" || true; } | sort -k2,2 -k3,3n | awk '
+  { n[$2]++; v[$2, n[$2]] = $3; sum[$2] += $3 }
+  END {
+    if (!n["collkit"] || !n["mpi"]) exit
+    printf "\nHost steal (the share of this VM'"'"'s time its host took, /proc/stat) during each side'"'"'s sweeps: Open MPI mean %.0f%%, median %d%%, at most %d%% (%d sweeps); collkit mean %.0f%%, median %d%%, at most %d%% (%d sweeps).\n", \
+      sum["mpi"] / n["mpi"], v["mpi", int((n["mpi"] + 1) / 2)], v["mpi", n["mpi"]], n["mpi"], \
+      sum["collkit"] / n["collkit"], v["collkit", int((n["collkit"] + 1) / 2)], v["collkit", n["collkit"]], n["collkit"]
   }' | tee -a "$out/table.md"
 echo "raw outputs and table.md in $out" >&2
