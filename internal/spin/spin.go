@@ -67,6 +67,11 @@ const (
 	// WakeFactor times what a sleep costs is the least a receiver polls
 	// (see the package comment).
 	WakeFactor = 4
+	// wakeMemory is how much waiting, without a sleep to measure it
+	// again, makes a Budget forget what sleeps cost (by a factor e): a
+	// budget that polls long because sleeps were dear stops sleeping, so
+	// nothing else would ever lower it.
+	wakeMemory = 100 * time.Millisecond
 	// outlier caps what one wait adds to the average, so that a peer
 	// that computed for a second between two collectives does not make
 	// the next hundred waits sleep.
@@ -107,6 +112,7 @@ func (b *Budget) Observe(waited time.Duration) {
 		return
 	}
 	waited = min(max(waited, 1), outlier)
+	b.wake -= b.wake * waited / wakeMemory
 	b.peak -= b.peak / 16
 	if waited <= Max {
 		b.peak = max(b.peak, waited)
@@ -120,8 +126,8 @@ func (b *Budget) Observe(waited time.Duration) {
 
 // ObserveWake records what a sleep cost: how long after the message
 // arrived the sleeping receiver got to run again. The budget then polls
-// at least WakeFactor times that cost lately (a moving average), up to
-// MaxWake, even where the waits alone would make it sleep sooner, but not
+// at least WakeFactor times that cost lately (a moving average, forgotten
+// over wakeMemory of waiting without a sleep), up to MaxWake, even where the waits alone would make it sleep sooner, but not
 // when the waits average more than Max: a peer that computes between
 // collectives keeps the receiver asleep for longer than any wake-up costs.
 func (b *Budget) ObserveWake(d time.Duration) {

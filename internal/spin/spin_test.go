@@ -115,6 +115,20 @@ func TestWake(t *testing.T) {
 	if got := b.Next(); got != Min {
 		t.Errorf("after waits of 10 ms: %v, want Min (%v)", got, Min)
 	}
+	// Forgotten over wakeMemory of waiting without a sleep: a budget that
+	// polls long because sleeps were dear, and so never sleeps again, comes
+	// back down.
+	var d Budget
+	feed(&d, 10, 5*time.Microsecond)
+	d.ObserveWake(2 * time.Millisecond)
+	feed(&d, 10, 20*time.Microsecond)
+	if got := d.Next(); got < 7900*time.Microsecond || got > 8*time.Millisecond {
+		t.Errorf("after a 2 ms wake-up and 200 us of waiting: %v, want about 8 ms", got)
+	}
+	feed(&d, 300, time.Millisecond)
+	if got := d.Wake(); got > 100*time.Microsecond {
+		t.Errorf("after 300 ms of waiting with no sleep: wake-up cost %v, want it forgotten", got)
+	}
 	f := Fixed(100 * time.Microsecond)
 	f.ObserveWake(5 * time.Millisecond)
 	if got := f.Next(); got != 100*time.Microsecond || f.Wake() != 0 {
