@@ -17,8 +17,7 @@ import (
 type sleeper struct {
 	woke    time.Duration // what the last sleep cost; < 0: unknown
 	wokeAt  time.Duration // when it ended (clock.Since)
-	stamped bool          // SO_TIMESTAMPNS is on
-	peekTS  func(fd uintptr) bool
+	peekTS  func(fd uintptr) bool // made at the first sleep, which turns SO_TIMESTAMPNS on
 	arrived int64 // the receive timestamp peekTS found (Unix ns), or 0
 	one     [1]byte
 	oob     [64]byte
@@ -36,9 +35,8 @@ func (s *stream) sleep() {
 	if !s.plain || s.raw == nil {
 		return
 	}
-	if !s.stamped {
+	if s.peekTS == nil {
 		// The message this sleep waits for may have arrived unstamped.
-		s.stamped = true
 		s.raw.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1) })
 		s.tsIov.Base = &s.one[0]
 		s.tsIov.SetLen(len(s.one))
