@@ -15,10 +15,10 @@ import (
 // from the kernel's receive timestamp of the message's first byte
 // (SO_TIMESTAMPNS, turned on at the stream's first sleep).
 type sleeper struct {
-	woke    time.Duration // what the last sleep cost; < 0: unknown
-	wokeAt  time.Duration // when it ended (clock.Since)
+	woke    time.Duration         // what the last sleep cost; < 0: unknown
+	wokeAt  time.Duration         // when it ended (clock.Since)
 	peekTS  func(fd uintptr) bool // made at the first sleep, which turns SO_TIMESTAMPNS on
-	arrived int64 // the receive timestamp peekTS found (Unix ns), or 0
+	arrived int64                 // the receive timestamp peekTS found (Unix ns), or 0
 	one     [1]byte
 	oob     [64]byte
 	tsIov   unix.Iovec
