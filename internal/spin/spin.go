@@ -142,6 +142,18 @@ func (b *Budget) ObserveWake(d time.Duration) {
 	b.wake += (d - b.wake) / 4
 }
 
+// ObserveSlept records a wait that may have slept: waited from its start
+// until the receiver ran again with its message, and woke what waking from
+// the sleep cost (ObserveWake), or < 0 when it did not sleep or cannot
+// tell. The wait learned is waited without woke.
+func (b *Budget) ObserveSlept(waited, woke time.Duration) {
+	if woke >= 0 {
+		b.ObserveWake(woke)
+		waited -= woke
+	}
+	b.Observe(waited)
+}
+
 // Average is the moving average of the waits observed, for tests and
 // reports.
 func (b *Budget) Average() time.Duration { return b.avg }

@@ -74,14 +74,7 @@ func (t *Transport) await(ctx context.Context, k *waker, b *spin.Budget, ready f
 	}
 	start := time.Now()
 	woke := time.Duration(-1) // what the last sleep cost, when a waker ended it
-	defer func() {
-		waited := time.Since(start)
-		if woke >= 0 {
-			b.ObserveWake(woke)
-			waited -= woke
-		}
-		b.Observe(waited)
-	}()
+	defer func() { b.ObserveSlept(time.Since(start), woke) }()
 	if yield := b.Next(); yield > 0 {
 		for i := 0; ; i++ {
 			if ready() {

@@ -39,7 +39,8 @@ func TestSleepLearnsWake(t *testing.T) {
 		}()
 		p := make([]byte, 8)
 		begin := time.Now()
-		n, err := s.recv(context.Background(), 1, h, p, clock.Since())
+		start := clock.Since()
+		n, err := s.recv(context.Background(), 1, h, p, start)
 		took := time.Since(begin)
 		if err != nil || n != len(frame) {
 			t.Fatalf("round %d: recv: n=%d err=%v, want %d bytes", round, n, err, len(frame))
@@ -58,9 +59,10 @@ func TestSleepLearnsWake(t *testing.T) {
 		if w := s.budget.Wake(); w <= 0 || w > took {
 			t.Fatalf("round %d: the budget learned a wake-up cost of %v, want more than 0 and at most %v", round, w, took)
 		}
-		// The wait it learned is the time to the message's arrival.
-		if got := s.wokeAt - s.woke; got < 0 {
-			t.Fatalf("round %d: the message arrived %v after the wait began", round, got)
+		// The wait it learned is the time to the message's arrival: the
+		// sender's delay, not the receive's whole time.
+		if got := s.wokeAt - s.woke - start; got < delay/2 || got > took {
+			t.Fatalf("round %d: the message arrived %v after the wait began, want between %v and %v", round, got, delay/2, took)
 		}
 	}
 }

@@ -501,12 +501,11 @@ func (s *stream) recv(ctx context.Context, peer int, want transport.Header, p []
 // start waited for its message and, when sleep could tell, what its sleep
 // cost (see spin.Budget.ObserveWake).
 func (s *stream) learnSleep(start time.Duration) {
-	waited := clock.Since() - start
+	end := clock.Since()
 	if s.woke >= 0 {
-		s.budget.ObserveWake(s.woke)
-		waited = s.wokeAt - s.woke - start
+		end = s.wokeAt
 	}
-	s.budget.Observe(waited)
+	s.budget.ObserveSlept(end-start, s.woke)
 }
 
 // readNotice reads the reason of the abort notice whose header recv found,
