@@ -318,7 +318,7 @@ func (c *Comm) SetAlgorithm(name string) error {
 	}
 	// In turn with the operations started before it, which keep the
 	// algorithm they were started under.
-	return c.call(context.Background(), &nameSetAlgorithm, funcOp(func(context.Context) error {
+	return c.call(context.Background(), nameSetAlgorithm, funcOp(func(context.Context) error {
 		run, err := c.algorithm(id)
 		if err != nil {
 			return fmt.Errorf("collkit: rank %d: %w", c.Rank(), err)
@@ -356,13 +356,13 @@ func (c *Comm) Close() error {
 // dt.Size(); recv may be send itself (in place).
 func (c *Comm) AllReduce(ctx context.Context, dt DType, op Op, send, recv []byte) error {
 	if err := checkBuffers(dt, op, send, recv); err != nil {
-		return c.call(ctx, &nameAllReduce, operation{}, fmt.Errorf("collkit: rank %d: allreduce: %w", c.Rank(), err))
+		return c.call(ctx, nameAllReduce, operation{}, fmt.Errorf("collkit: rank %d: allreduce: %w", c.Rank(), err))
 	}
-	if err := c.enter(&nameAllReduce); err != nil {
+	if err := c.enter(nameAllReduce); err != nil {
 		return err
 	}
 	if c.eng.pending.Load() > 0 {
-		w := c.submit(ctx, &nameAllReduce, operation{kind: opAllReduce, dt: dt, op: op, send: send, recv: recv})
+		w := c.submit(ctx, nameAllReduce, operation{kind: opAllReduce, dt: dt, op: op, send: send, recv: recv})
 		<-w.done
 		return c.exit(w.err)
 	}
@@ -381,7 +381,7 @@ func (c *Comm) AllReduceAsync(ctx context.Context, dt DType, op Op, send, recv [
 	if err := checkBuffers(dt, op, send, recv); err != nil {
 		argErr = fmt.Errorf("collkit: rank %d: allreduce: %w", c.Rank(), err)
 	}
-	return c.start(ctx, &nameAllReduce, operation{kind: opAllReduce, dt: dt, op: op, send: send, recv: recv}, argErr)
+	return c.start(ctx, nameAllReduce, operation{kind: opAllReduce, dt: dt, op: op, send: send, recv: recv}, argErr)
 }
 
 // allReduce runs a checked all-reduce. The caller holds c.mu.

@@ -154,7 +154,7 @@ func TestConcurrentUse(t *testing.T) {
 		x := []float32{1}
 		first <- AllReduce(ctx, cs[0], x, x, Sum) // waits: ranks 1 and 2 have not called
 	}()
-	for cs[0].eng.busy.Load() == nil {
+	for cs[0].eng.busy.Load() == 0 {
 		runtime.Gosched()
 	}
 	y := []float32{2}

@@ -163,13 +163,13 @@ func header(coll transport.Coll, dt DType, op Op, count int, root int, algo uint
 // from this call.
 func (c *Comm) Broadcast(ctx context.Context, dt DType, buf []byte, root int) error {
 	run, err := c.broadcastOp(dt, buf, root)
-	return c.call(ctx, &nameBroadcast, run, err)
+	return c.call(ctx, nameBroadcast, run, err)
 }
 
 // BroadcastAsync starts a Broadcast and returns at once (see Work).
 func (c *Comm) BroadcastAsync(ctx context.Context, dt DType, buf []byte, root int) *Work {
 	run, err := c.broadcastOp(dt, buf, root)
-	return c.start(ctx, &nameBroadcast, run, err)
+	return c.start(ctx, nameBroadcast, run, err)
 }
 
 func (c *Comm) broadcastOp(dt DType, buf []byte, root int) (operation, error) {
@@ -230,13 +230,13 @@ func (c *Comm) broadcastTree(n int64) bool {
 // from it.
 func (c *Comm) Reduce(ctx context.Context, dt DType, op Op, send, recv []byte, root int) error {
 	run, err := c.reduceOp(dt, op, send, recv, root)
-	return c.call(ctx, &nameReduce, run, err)
+	return c.call(ctx, nameReduce, run, err)
 }
 
 // ReduceAsync starts a Reduce and returns at once (see Work).
 func (c *Comm) ReduceAsync(ctx context.Context, dt DType, op Op, send, recv []byte, root int) *Work {
 	run, err := c.reduceOp(dt, op, send, recv, root)
-	return c.start(ctx, &nameReduce, run, err)
+	return c.start(ctx, nameReduce, run, err)
 }
 
 func (c *Comm) reduceOp(dt DType, op Op, send, recv []byte, root int) (operation, error) {
@@ -275,13 +275,13 @@ func (c *Comm) reduce(ctx context.Context, dt DType, op Op, send, recv []byte, r
 // steps, each rank's block sent straight to every other rank).
 func (c *Comm) AllGather(ctx context.Context, dt DType, send, recv []byte) error {
 	run, err := c.allGatherOp(dt, send, recv)
-	return c.call(ctx, &nameAllGather, run, err)
+	return c.call(ctx, nameAllGather, run, err)
 }
 
 // AllGatherAsync starts a AllGather and returns at once (see Work).
 func (c *Comm) AllGatherAsync(ctx context.Context, dt DType, send, recv []byte) *Work {
 	run, err := c.allGatherOp(dt, send, recv)
-	return c.start(ctx, &nameAllGather, run, err)
+	return c.start(ctx, nameAllGather, run, err)
 }
 
 func (c *Comm) allGatherOp(dt DType, send, recv []byte) (operation, error) {
@@ -327,13 +327,13 @@ func (c *Comm) evenCounts(count int) []int {
 // ceil(log2 n) rounds), above that a pipelined ring (n-1 steps).
 func (c *Comm) ReduceScatter(ctx context.Context, dt DType, op Op, send, recv []byte) error {
 	run, err := c.reduceScatterOp(dt, op, send, recv)
-	return c.call(ctx, &nameReduceScatter, run, err)
+	return c.call(ctx, nameReduceScatter, run, err)
 }
 
 // ReduceScatterAsync starts a ReduceScatter and returns at once (see Work).
 func (c *Comm) ReduceScatterAsync(ctx context.Context, dt DType, op Op, send, recv []byte) *Work {
 	run, err := c.reduceScatterOp(dt, op, send, recv)
-	return c.start(ctx, &nameReduceScatter, run, err)
+	return c.start(ctx, nameReduceScatter, run, err)
 }
 
 func (c *Comm) reduceScatterOp(dt DType, op Op, send, recv []byte) (operation, error) {
@@ -371,13 +371,13 @@ func (c *Comm) reduceScatter(ctx context.Context, dt DType, op Op, send, recv []
 // every rank before it returns, so ranks that disagree all get an error.
 func (c *Comm) Gather(ctx context.Context, dt DType, send, recv []byte, root int) error {
 	run, err := c.gatherOp(dt, send, recv, root)
-	return c.call(ctx, &nameGather, run, err)
+	return c.call(ctx, nameGather, run, err)
 }
 
 // GatherAsync starts a Gather and returns at once (see Work).
 func (c *Comm) GatherAsync(ctx context.Context, dt DType, send, recv []byte, root int) *Work {
 	run, err := c.gatherOp(dt, send, recv, root)
-	return c.start(ctx, &nameGather, run, err)
+	return c.start(ctx, nameGather, run, err)
 }
 
 func (c *Comm) gatherOp(dt DType, send, recv []byte, root int) (operation, error) {
@@ -416,13 +416,13 @@ func (c *Comm) gather(ctx context.Context, dt DType, send, recv []byte, root int
 // returns, so ranks that disagree all get an error.
 func (c *Comm) Scatter(ctx context.Context, dt DType, send, recv []byte, root int) error {
 	run, err := c.scatterOp(dt, send, recv, root)
-	return c.call(ctx, &nameScatter, run, err)
+	return c.call(ctx, nameScatter, run, err)
 }
 
 // ScatterAsync starts a Scatter and returns at once (see Work).
 func (c *Comm) ScatterAsync(ctx context.Context, dt DType, send, recv []byte, root int) *Work {
 	run, err := c.scatterOp(dt, send, recv, root)
-	return c.start(ctx, &nameScatter, run, err)
+	return c.start(ctx, nameScatter, run, err)
 }
 
 func (c *Comm) scatterOp(dt DType, send, recv []byte, root int) (operation, error) {
@@ -487,13 +487,13 @@ func (c *Comm) treeOrDirect(ctx context.Context, names [2]string, h transport.He
 // blocks), above that a pairwise exchange (n-1 messages of one block).
 func (c *Comm) AllToAll(ctx context.Context, dt DType, send, recv []byte) error {
 	run, err := c.allToAllOp(dt, send, recv)
-	return c.call(ctx, &nameAllToAll, run, err)
+	return c.call(ctx, nameAllToAll, run, err)
 }
 
 // AllToAllAsync starts a AllToAll and returns at once (see Work).
 func (c *Comm) AllToAllAsync(ctx context.Context, dt DType, send, recv []byte) *Work {
 	run, err := c.allToAllOp(dt, send, recv)
-	return c.start(ctx, &nameAllToAll, run, err)
+	return c.start(ctx, nameAllToAll, run, err)
 }
 
 func (c *Comm) allToAllOp(dt DType, send, recv []byte) (operation, error) {
@@ -523,13 +523,13 @@ func (c *Comm) allToAll(ctx context.Context, dt DType, send, recv []byte) error 
 // ceil(log2 n) rounds of empty messages).
 func (c *Comm) Barrier(ctx context.Context) error {
 	run, err := c.barrierOp()
-	return c.call(ctx, &nameBarrier, run, err)
+	return c.call(ctx, nameBarrier, run, err)
 }
 
 // BarrierAsync starts a Barrier and returns at once (see Work).
 func (c *Comm) BarrierAsync(ctx context.Context) *Work {
 	run, err := c.barrierOp()
-	return c.start(ctx, &nameBarrier, run, err)
+	return c.start(ctx, nameBarrier, run, err)
 }
 
 func (c *Comm) barrierOp() (operation, error) { return operation{kind: opBarrier}, nil }

@@ -20,22 +20,13 @@ type DeviceTransfer = transport.DeviceTransfer
 // transport moves host memory only (every transport but nccl).
 var ErrHostMemoryOnly = transport.ErrHostMemoryOnly
 
-var (
-	nameAllReduceDevice     = "allreduce (device memory)"
-	nameBroadcastDevice     = "broadcast (device memory)"
-	nameReduceDevice        = "reduce (device memory)"
-	nameAllGatherDevice     = "allgather (device memory)"
-	nameReduceScatterDevice = "reducescatter (device memory)"
-	nameGroupDevice         = "group (device memory)"
-)
-
 // deviceOps runs ops through the transport's device capabilities, in
 // their turn among this Comm's calls, with the Comm's timeout: one
 // operation through DeviceCollectives, several as one group through
 // DeviceGrouper. argErr, an invalid argument on this rank, fails the
 // communicator as for the []byte methods. A transport without device
 // support is an error at the call that leaves the Comm usable.
-func (c *Comm) deviceOps(ctx context.Context, name *string, argErr error, grouped bool, ops ...transport.DeviceOp) error {
+func (c *Comm) deviceOps(ctx context.Context, name callName, argErr error, grouped bool, ops ...transport.DeviceOp) error {
 	return c.call(ctx, name, funcOp(func(ctx context.Context) error {
 		if err := c.usable(); err != nil {
 			return err
@@ -45,13 +36,13 @@ func (c *Comm) deviceOps(ctx context.Context, name *string, argErr error, groupe
 		single := !grouped && len(ops) == 1
 		if single && colls == nil || !single && group == nil {
 			return fmt.Errorf("collkit: rank %d: %s: %w: transport %q cannot take GPU memory; connect with Options.Transport \"nccl\", or pass host memory ([]byte) to the method without Device",
-				c.Rank(), *name, ErrHostMemoryOnly, c.transportName)
+				c.Rank(), name, ErrHostMemoryOnly, c.transportName)
 		}
 		h := transport.Header{Coll: transport.CollSendRecv, DType: Uint8, Root: -1}
 		if single {
 			h = ops[0].Header
 		}
-		return c.runColl(ctx, *name, h, func(ctx context.Context, _ transport.Transport, _ transport.Header) error {
+		return c.runColl(ctx, name.String(), h, func(ctx context.Context, _ transport.Transport, _ transport.Header) error {
 			if !single {
 				return group.GroupDevice(ctx, ops)
 			}
@@ -101,23 +92,23 @@ func (c *Comm) deviceColl(what string, coll transport.Coll, dt DType, op Op, sen
 }
 
 func (c *Comm) allReduceDevice(dt DType, op Op, send, recv DeviceBuffer) (transport.DeviceOp, error) {
-	return c.deviceColl(nameAllReduceDevice, transport.CollAllReduce, dt, op, send, recv, -1, 1, 1)
+	return c.deviceColl(nameAllReduceDevice.String(), transport.CollAllReduce, dt, op, send, recv, -1, 1, 1)
 }
 
 func (c *Comm) broadcastDevice(dt DType, buf DeviceBuffer, root int) (transport.DeviceOp, error) {
-	return c.deviceColl(nameBroadcastDevice, transport.CollBroadcast, dt, 0, buf, buf, root, 1, 1)
+	return c.deviceColl(nameBroadcastDevice.String(), transport.CollBroadcast, dt, 0, buf, buf, root, 1, 1)
 }
 
 func (c *Comm) reduceDevice(dt DType, op Op, send, recv DeviceBuffer, root int) (transport.DeviceOp, error) {
-	return c.deviceColl(nameReduceDevice, transport.CollReduce, dt, op, send, recv, root, 1, 1)
+	return c.deviceColl(nameReduceDevice.String(), transport.CollReduce, dt, op, send, recv, root, 1, 1)
 }
 
 func (c *Comm) allGatherDevice(dt DType, send, recv DeviceBuffer) (transport.DeviceOp, error) {
-	return c.deviceColl(nameAllGatherDevice, transport.CollAllGather, dt, 0, send, recv, -1, 1, c.Size())
+	return c.deviceColl(nameAllGatherDevice.String(), transport.CollAllGather, dt, 0, send, recv, -1, 1, c.Size())
 }
 
 func (c *Comm) reduceScatterDevice(dt DType, op Op, send, recv DeviceBuffer) (transport.DeviceOp, error) {
-	return c.deviceColl(nameReduceScatterDevice, transport.CollReduceScatter, dt, op, send, recv, -1, c.Size(), 1)
+	return c.deviceColl(nameReduceScatterDevice.String(), transport.CollReduceScatter, dt, op, send, recv, -1, c.Size(), 1)
 }
 
 // AllReduceDevice is AllReduce on GPU memory: NCCL reads send and writes
@@ -129,34 +120,34 @@ func (c *Comm) AllReduceDevice(ctx context.Context, dt DType, op Op, send, recv 
 	if in, ok := c.intra.(*ncclIntra); ok && algorithmNames[c.algo] == "hierarchical" {
 		return c.hybridAllReduceDevice(ctx, in, o.Header, send, recv, err) // comm_hybrid.go
 	}
-	return c.deviceOps(ctx, &nameAllReduceDevice, err, false, o)
+	return c.deviceOps(ctx, nameAllReduceDevice, err, false, o)
 }
 
 // BroadcastDevice is Broadcast on GPU memory: buf on rank root is copied
 // into buf on every rank.
 func (c *Comm) BroadcastDevice(ctx context.Context, dt DType, buf DeviceBuffer, root int) error {
 	o, err := c.broadcastDevice(dt, buf, root)
-	return c.deviceOps(ctx, &nameBroadcastDevice, err, false, o)
+	return c.deviceOps(ctx, nameBroadcastDevice, err, false, o)
 }
 
 // ReduceDevice is Reduce on GPU memory: recv is written on root only.
 func (c *Comm) ReduceDevice(ctx context.Context, dt DType, op Op, send, recv DeviceBuffer, root int) error {
 	o, err := c.reduceDevice(dt, op, send, recv, root)
-	return c.deviceOps(ctx, &nameReduceDevice, err, false, o)
+	return c.deviceOps(ctx, nameReduceDevice, err, false, o)
 }
 
 // AllGatherDevice is AllGather on GPU memory: recv is Size() times send,
 // every rank's send in rank order. send may be block Rank() of recv.
 func (c *Comm) AllGatherDevice(ctx context.Context, dt DType, send, recv DeviceBuffer) error {
 	o, err := c.allGatherDevice(dt, send, recv)
-	return c.deviceOps(ctx, &nameAllGatherDevice, err, false, o)
+	return c.deviceOps(ctx, nameAllGatherDevice, err, false, o)
 }
 
 // ReduceScatterDevice is ReduceScatter on GPU memory: send is Size() times
 // recv, and recv gets block Rank() of the reduction.
 func (c *Comm) ReduceScatterDevice(ctx context.Context, dt DType, op Op, send, recv DeviceBuffer) error {
 	o, err := c.reduceScatterDevice(dt, op, send, recv)
-	return c.deviceOps(ctx, &nameReduceScatterDevice, err, false, o)
+	return c.deviceOps(ctx, nameReduceScatterDevice, err, false, o)
 }
 
 // ExchangeDevice sends and receives GPU memory with any peers as one NCCL
@@ -245,9 +236,9 @@ func (g *DeviceGroup) p2p(send, recv DeviceBuffer, peer int) {
 	var err error
 	switch {
 	case peer < 0 || peer >= g.c.Size():
-		err = g.c.badArg(nameGroupDevice, "peer %d is not a rank of this communicator (0 to %d)", peer, g.c.Size()-1)
+		err = g.c.badArg(nameGroupDevice.String(), "peer %d is not a rank of this communicator (0 to %d)", peer, g.c.Size()-1)
 	case send.Len < 0 || recv.Len < 0:
-		err = g.c.badArg(nameGroupDevice, "device buffer of %d bytes", min(send.Len, recv.Len))
+		err = g.c.badArg(nameGroupDevice.String(), "device buffer of %d bytes", min(send.Len, recv.Len))
 	}
 	g.add(transport.DeviceOp{Coll: transport.CollSendRecv, Send: send, Recv: recv, Peer: peer}, err)
 }
@@ -259,5 +250,5 @@ func (g *DeviceGroup) Run(ctx context.Context) error {
 	}
 	ops := g.ops
 	g.ops = nil
-	return g.c.deviceOps(ctx, &nameGroupDevice, g.err, true, ops...)
+	return g.c.deviceOps(ctx, nameGroupDevice, g.err, true, ops...)
 }

@@ -131,14 +131,14 @@ func (g *Group) addP2P(what string, send bool, dt DType, buf []byte, peer int) {
 // the other ranks fail at this group too.
 func (g *Group) Run(ctx context.Context) error {
 	run, err := g.op()
-	return g.c.call(ctx, &nameGroup, run, err)
+	return g.c.call(ctx, nameGroup, run, err)
 }
 
 // Start starts the group's operations and returns at once (see Work and
 // Run).
 func (g *Group) Start(ctx context.Context) *Work {
 	run, err := g.op()
-	return g.c.start(ctx, &nameGroup, run, err)
+	return g.c.start(ctx, nameGroup, run, err)
 }
 
 func (g *Group) op() (operation, error) {

@@ -119,11 +119,11 @@ func (in *ncclIntra) Close() error {
 // memory for the main transport (hierarchical.Config.AllReduceDevice).
 func (c *Comm) hybridAllReduceDevice(ctx context.Context, in *ncclIntra, h transport.Header, send, recv DeviceBuffer, argErr error) error {
 	h.Algo = c.algo
-	return c.call(ctx, &nameAllReduceDevice, funcOp(func(ctx context.Context) error {
+	return c.call(ctx, nameAllReduceDevice, funcOp(func(ctx context.Context) error {
 		if err := c.usable(); err != nil {
 			return err
 		}
-		return c.runColl(ctx, nameAllReduceDevice, h, func(ctx context.Context, t transport.Transport, h transport.Header) error {
+		return c.runColl(ctx, nameAllReduceDevice.String(), h, func(ctx context.Context, t transport.Transport, h transport.Header) error {
 			stage, err := in.stageFor(send.Len)
 			if err != nil {
 				return err

@@ -35,13 +35,13 @@ type p2pSeq struct{ sent, received uint64 }
 // to read it, fails with that notice, which quotes the mismatch.
 func (c *Comm) Send(ctx context.Context, dt DType, buf []byte, peer int) error {
 	run, err := c.sendOp(dt, buf, peer)
-	return c.call(ctx, &nameSend, run, err)
+	return c.call(ctx, nameSend, run, err)
 }
 
 // SendAsync starts a Send and returns at once (see Work).
 func (c *Comm) SendAsync(ctx context.Context, dt DType, buf []byte, peer int) *Work {
 	run, err := c.sendOp(dt, buf, peer)
-	return c.start(ctx, &nameSend, run, err)
+	return c.start(ctx, nameSend, run, err)
 }
 
 func (c *Comm) sendOp(dt DType, buf []byte, peer int) (operation, error) {
@@ -61,13 +61,13 @@ func (c *Comm) send(ctx context.Context, dt DType, buf []byte, peer int) error {
 // length and dtype the peer sent.
 func (c *Comm) Recv(ctx context.Context, dt DType, buf []byte, peer int) error {
 	run, err := c.recvOp(dt, buf, peer)
-	return c.call(ctx, &nameRecv, run, err)
+	return c.call(ctx, nameRecv, run, err)
 }
 
 // RecvAsync starts a Recv and returns at once (see Work).
 func (c *Comm) RecvAsync(ctx context.Context, dt DType, buf []byte, peer int) *Work {
 	run, err := c.recvOp(dt, buf, peer)
-	return c.start(ctx, &nameRecv, run, err)
+	return c.start(ctx, nameRecv, run, err)
 }
 
 func (c *Comm) recvOp(dt DType, buf []byte, peer int) (operation, error) {

@@ -47,7 +47,7 @@ type subState struct {
 // not yet waiting, a copy.
 func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	var sub *Comm
-	err := c.call(ctx, &nameSplit, funcOp(func(ctx context.Context) (err error) {
+	err := c.call(ctx, nameSplit, funcOp(func(ctx context.Context) (err error) {
 		sub, err = c.split(ctx, color, key)
 		return err
 	}), nil)
