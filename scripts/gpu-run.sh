@@ -165,7 +165,7 @@ if [ -z "$gpu" ] || [ "$found" -ne 1 ]; then
   why="no GPU"
   [ "$found" -ne 1 ] && why="libnccl not found"
   [ -z "$gpu" ] && [ "$found" -ne 1 ] && why="no GPU and libnccl not found"
-  for s in "transport/nccl tests" "gpu tests" "package GPU tests (hybrid)" "collbench device sweep" "hybrid collbench run" "collkit / torch / C comparison"; do
+  for s in "collbench topo" "transport/nccl tests" "gpu tests" "package GPU tests (hybrid)" "collbench device sweep" "hybrid collbench run" "collkit / torch / C comparison"; do
     notrun "$s: $why"
   done
   summary
