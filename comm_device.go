@@ -66,8 +66,9 @@ func (c *Comm) deviceOps(ctx context.Context, name callName, argErr error, group
 // arguments: dt, op where it reduces (op 0 where it does not), root where
 // it has one (-1 where not), and the buffer lengths, where sendShare and
 // recvShare say how many ranks' shares send and recv hold.
-func (c *Comm) deviceColl(what string, coll transport.Coll, dt DType, op Op, send, recv DeviceBuffer, root, sendShares, recvShares int) (transport.DeviceOp, error) {
+func (c *Comm) deviceColl(name callName, coll transport.Coll, dt DType, op Op, send, recv DeviceBuffer, root, sendShares, recvShares int) (transport.DeviceOp, error) {
 	o := transport.DeviceOp{Coll: coll, Send: send, Recv: recv, Peer: -1}
+	what := name.String()
 	switch {
 	case op != 0 && !op.Valid():
 		return o, c.badArg(what, "reduction op %v", op)
@@ -92,23 +93,23 @@ func (c *Comm) deviceColl(what string, coll transport.Coll, dt DType, op Op, sen
 }
 
 func (c *Comm) allReduceDevice(dt DType, op Op, send, recv DeviceBuffer) (transport.DeviceOp, error) {
-	return c.deviceColl(nameAllReduceDevice.String(), transport.CollAllReduce, dt, op, send, recv, -1, 1, 1)
+	return c.deviceColl(nameAllReduceDevice, transport.CollAllReduce, dt, op, send, recv, -1, 1, 1)
 }
 
 func (c *Comm) broadcastDevice(dt DType, buf DeviceBuffer, root int) (transport.DeviceOp, error) {
-	return c.deviceColl(nameBroadcastDevice.String(), transport.CollBroadcast, dt, 0, buf, buf, root, 1, 1)
+	return c.deviceColl(nameBroadcastDevice, transport.CollBroadcast, dt, 0, buf, buf, root, 1, 1)
 }
 
 func (c *Comm) reduceDevice(dt DType, op Op, send, recv DeviceBuffer, root int) (transport.DeviceOp, error) {
-	return c.deviceColl(nameReduceDevice.String(), transport.CollReduce, dt, op, send, recv, root, 1, 1)
+	return c.deviceColl(nameReduceDevice, transport.CollReduce, dt, op, send, recv, root, 1, 1)
 }
 
 func (c *Comm) allGatherDevice(dt DType, send, recv DeviceBuffer) (transport.DeviceOp, error) {
-	return c.deviceColl(nameAllGatherDevice.String(), transport.CollAllGather, dt, 0, send, recv, -1, 1, c.Size())
+	return c.deviceColl(nameAllGatherDevice, transport.CollAllGather, dt, 0, send, recv, -1, 1, c.Size())
 }
 
 func (c *Comm) reduceScatterDevice(dt DType, op Op, send, recv DeviceBuffer) (transport.DeviceOp, error) {
-	return c.deviceColl(nameReduceScatterDevice.String(), transport.CollReduceScatter, dt, op, send, recv, -1, c.Size(), 1)
+	return c.deviceColl(nameReduceScatterDevice, transport.CollReduceScatter, dt, op, send, recv, -1, c.Size(), 1)
 }
 
 // AllReduceDevice is AllReduce on GPU memory: NCCL reads send and writes

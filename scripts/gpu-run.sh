@@ -208,7 +208,7 @@ if [ "$code" -ne 0 ]; then
   fail "collbench topo: exit $code"
 elif [ -n "$gpuname" ] && ! grep -qF "$gpuname" "$out/topo.txt"; then
   fail "collbench topo: the GPU nvidia-smi names ($gpuname) is not in its list"
-elif ! grep -qi 'nccl' "$out/topo.txt" || grep -qi 'not available\|not found' "$out/topo.txt"; then
+elif ! grep -q '^NCCL [0-9]' "$out/topo.txt"; then
   fail "collbench topo: NCCL's line does not give a loaded version"
 else
   pass "collbench topo: lists ${gpuname:-the GPU} and NCCL's version"
