@@ -28,7 +28,9 @@ type Config struct {
 	RingBytes int
 	// NativeBytes is the shared buffer each rank has for the native
 	// all-reduce (AllReduce), used as two halves so that one chunk can be
-	// filled while the other is reduced. Zero means DefaultNativeBytes;
+	// filled while the other is reduced: a chunk is half of it. A chunk's
+	// input, output and shared halves should fit in a core's cache (see
+	// DefaultNativeBytes). Zero means DefaultNativeBytes;
 	// negative disables the native all-reduce (AllReduce returns
 	// ErrNoNative).
 	NativeBytes int
@@ -92,8 +94,14 @@ func (s Stores) String() string {
 
 // Defaults of Config.
 const (
-	DefaultRingBytes        = 1 << 20
-	DefaultNativeBytes      = 8 << 20
+	DefaultRingBytes = 1 << 20
+	// DefaultNativeBytes makes chunks of 512 KiB, whose buffers stay in a
+	// core's L2 cache from one step of the chunk to the next. 2-core Xeon
+	// VM (L2 4 MiB a core), native all-reduce, medians of alternating
+	// runs: np 2, 4 MiB, 1533 us a call in chunks of 4 MiB (8 MiB here),
+	// 1298 in chunks of 512 KiB; np 4, 4 MiB, 4186 and 3253; np 8, 4 MiB,
+	// 7922 and 7137.
+	DefaultNativeBytes      = 1 << 20
 	DefaultSpin             = 5000
 	OversubscribedSpin      = 10
 	DefaultLivenessInterval = 100 * time.Millisecond

@@ -54,11 +54,13 @@
 // bytes, the input itself, so that a peer polling for the barrier finds
 // the whole call in the line it fetched (Open MPI's vader calls these fast
 // boxes). Every rank then reduces all inputs in rank order, so all get the
-// same bits. Larger buffers go in chunks of half of Config.NativeBytes: for
-// each chunk every rank copies its input into its shared buffer (with the
-// stores Connect chose, see Config.Stores), waits at a
-// barrier, reduces its 1/Size slice from every rank's buffer in place into
-// its own, waits at a second barrier and copies all reduced slices out.
+// same bits. Larger buffers go in chunks of half of Config.NativeBytes (512
+// KiB by default, so that a chunk's buffers stay in a core's cache): for
+// each chunk every rank copies its input, all but its own 1/Size slice,
+// into its shared buffer (with the stores Connect chose, see
+// Config.Stores), waits at a barrier, reduces its slice from its own input
+// and every peer's buffer into recv and its shared buffer, waits at a
+// second barrier and copies the other ranks' reduced slices out.
 // Slots and buffer halves alternate from one chunk to the next, so a rank
 // that runs ahead never overwrites what a slower one still reads.
 package shm

@@ -71,12 +71,16 @@ func smallNativeBytes(n int) int {
 // AllReduce reduces send over all ranks into recv without passing messages.
 // Up to SmallNativeBytes (SmallNativeBytesMany above 2 ranks) it takes one
 // barrier (see allReduceSmall). Larger buffers go through in chunks of half
-// of Config.NativeBytes: every rank
-// copies its chunk into its own shared buffer, then (after a barrier)
-// reduces its 1/Size slice of the chunk straight out of every rank's shared
-// buffer, in place into its own, and (after a second barrier) copies every
-// rank's reduced slice into recv. The two halves of the buffer alternate,
-// so a rank fills the next chunk while slower ranks still read the last.
+// of Config.NativeBytes: every rank copies its chunk into its own shared
+// buffer, all but its own 1/Size slice, which no other rank reads; then
+// (after a barrier) it reduces that slice from its input and every peer's
+// shared copy straight into recv and copies the result into its shared
+// buffer; and (after a second barrier) it copies every other rank's reduced
+// slice into recv. Measured on 2 cores, np 2, 4 MiB: 1298 us a call when a
+// rank copied its own slice in and out of its buffer as well, 1135 without
+// (the shared copy of its input and the copy out are work nobody needs).
+// The two halves of the buffer alternate, so a rank fills the next chunk
+// while slower ranks still read the last.
 //
 // The header is compared on every rank at the first barrier: ranks that
 // call different operations get a *transport.MismatchError.
@@ -159,11 +163,15 @@ func (t *Transport) allReduce(ctx context.Context, h transport.Header, send, rec
 		m := hi - lo
 		view := t.nextHalf(m * es)
 		mine := view(own)
+		in, out := send[lo*es:hi*es], recv[lo*es:hi*es]
+		slo, shi := r*m/n*es, (r+1)*m/n*es
+		// Every slice but this rank's own, which only this rank reads.
 		// Streaming stores where they are faster: every peer read this
 		// half in an earlier call, and on some machines ordinary stores
 		// first take each line back from its cache (2-core EPYC VM, np 2,
 		// 256 KiB: 55 us a call, 27 us streamed; see Config.Stores).
-		t.fill(mine, send[lo*es:hi*es])
+		t.fill(mine[:slo], in[:slo])
+		t.fill(mine[shi:], in[shi:])
 		if c == 0 {
 			if err := t.firstBarrier(ctx, h, slot); err != nil {
 				return err
@@ -171,20 +179,28 @@ func (t *Transport) allReduce(ctx context.Context, h transport.Header, send, rec
 		} else if err := t.barrier(ctx, offArrive); err != nil {
 			return err
 		}
-		slo, shi := r*m/n*es, (r+1)*m/n*es
+		// This rank's slice, from its own input and every peer's copy,
+		// straight into recv; then into the shared half for the peers.
+		// In place, recv's slice is send's, which no peer reads.
+		dst, first := out[slo:shi], in[slo:shi]
 		for _, pr := range t.peers {
 			if pr != nil {
-				reduce.Reduce(h.DType, h.Op, mine[slo:shi], view(pr.seg)[slo:shi])
+				reduce.ReduceTo(h.DType, h.Op, dst, first, view(pr.seg)[slo:shi])
+				first = dst
 			}
 		}
-		reduce.Finish(h.DType, h.Op, mine[slo:shi], n)
+		reduce.Finish(h.DType, h.Op, dst, n)
+		copy(mine[slo:shi], dst)
 		if err := t.barrier(ctx, offArrive); err != nil {
 			return err
 		}
-		out := recv[lo*es : hi*es]
+		// In place, the slices this overwrites were copied out before the
+		// first barrier.
 		for j, s := range t.segs {
-			jlo, jhi := j*m/n*es, (j+1)*m/n*es
-			copy(out[jlo:jhi], view(s)[jlo:jhi])
+			if j != r {
+				jlo, jhi := j*m/n*es, (j+1)*m/n*es
+				copy(out[jlo:jhi], view(s)[jlo:jhi])
+			}
 		}
 	}
 	return nil
