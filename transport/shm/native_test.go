@@ -5,6 +5,9 @@ package shm_test
 import (
 	"context"
 	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -97,6 +100,85 @@ func TestNativeAllReduceBadCount(t *testing.T) {
 		want := fmt.Sprintf("shm: rank %d: native all-reduce: send is 8 bytes and recv 8 bytes; both must hold the header's count of 3 float32 elements", r)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("rank %d: %v, want an error with %q", r, err, want)
+		}
+	}
+}
+
+// Random non-integer floats make the order of reduction visible in the
+// last bits. Above the one-barrier size each rank reduces its own slice of
+// every chunk, from its private input and the peers' shared copies, and
+// every other slice comes from the rank that reduced it: every rank must
+// end with the same bits, close to the exact sum, in place and out of
+// place, and send must come back unchanged out of place. Sizes: one chunk
+// of the default buffer, and many chunks of a small one.
+func TestNativeAllReduceSameBits(t *testing.T) {
+	for _, cfg := range []shm.Config{{}, {NativeBytes: 4 << 10}} {
+		for _, n := range []int{2, 3, 4} {
+			for _, count := range []int{5000, 70001} {
+				for _, inPlace := range []bool{false, true} {
+					name := fmt.Sprintf("native=%d/n=%d/count=%d/inplace=%v", cfg.NativeBytes, n, count, inPlace)
+					t.Run(name, func(t *testing.T) { testNativeSameBits(t, world(cfg)(t, n), count, inPlace) })
+				}
+			}
+		}
+	}
+}
+
+func testNativeSameBits(t *testing.T, ts []transport.Transport, count int, inPlace bool) {
+	n := len(ts)
+	rng := rand.New(rand.NewPCG(uint64(n), uint64(count)))
+	inputs := make([][]float32, n)
+	for r := range inputs {
+		inputs[r] = make([]float32, count)
+		for i := range inputs[r] {
+			// Mixed signs and magnitudes, so rounding depends on the order.
+			inputs[r][i] = float32((rng.Float64() - 0.5) * math.Pow(10, float64(rng.IntN(6)-2)))
+		}
+	}
+	results := make([][]float32, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r, tr := range ts {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			send := slices.Clone(inputs[r])
+			recv := send
+			if !inPlace {
+				recv = make([]float32, count)
+			}
+			h := transport.Header{Count: uint64(count), Root: -1, Coll: transport.CollAllReduce, DType: reduce.Float32, Op: reduce.Sum}
+			if errs[r] = tr.(transport.NativeAllReducer).AllReduce(ctx, h, reduce.Bytes(send), reduce.Bytes(recv)); errs[r] != nil {
+				tr.Close() // the other ranks stop waiting for this one
+				return
+			}
+			if !inPlace && !slices.Equal(send, inputs[r]) {
+				errs[r] = fmt.Errorf("rank %d: send changed", r)
+			}
+			results[r] = recv
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range count {
+		var sum, bound float64
+		for r := range n {
+			sum += float64(inputs[r][i])
+			bound += math.Abs(float64(inputs[r][i]))
+		}
+		got := results[0][i]
+		if d := math.Abs(float64(got) - sum); d > 1e-6*bound+1e-30 {
+			t.Fatalf("element %d: rank 0 has %g, the exact sum is %g (off by %g)", i, got, sum, d)
+		}
+		for r := 1; r < n; r++ {
+			if math.Float32bits(results[r][i]) != math.Float32bits(got) {
+				t.Fatalf("element %d: rank %d has %g (bits %#x), rank 0 %g (bits %#x)", i, r,
+					results[r][i], math.Float32bits(results[r][i]), got, math.Float32bits(got))
+			}
 		}
 	}
 }
