@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -120,15 +119,7 @@ type namedConfig struct {
 }
 
 func testFloatBits(t *testing.T, n, count int, op reduce.Op, configs []namedConfig) {
-	rng := rand.New(rand.NewPCG(uint64(n), uint64(count)))
-	inputs := make([][]float32, n)
-	for r := range inputs {
-		inputs[r] = make([]float32, count)
-		for i := range inputs[r] {
-			// Mixed signs and magnitudes, so rounding depends on the order.
-			inputs[r][i] = float32((rng.Float64() - 0.5) * math.Pow(10, float64(rng.IntN(6)-2)))
-		}
-	}
+	inputs := algotest.RoundingFloats(n, count)
 	ref := make([]float64, count)
 	bound := make([]float64, count)
 	for i := range ref {

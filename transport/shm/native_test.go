@@ -4,9 +4,9 @@ package shm_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -126,43 +126,26 @@ func TestNativeAllReduceSameBits(t *testing.T) {
 
 func testNativeSameBits(t *testing.T, ts []transport.Transport, count int, inPlace bool) {
 	n := len(ts)
-	rng := rand.New(rand.NewPCG(uint64(n), uint64(count)))
-	inputs := make([][]float32, n)
-	for r := range inputs {
-		inputs[r] = make([]float32, count)
-		for i := range inputs[r] {
-			// Mixed signs and magnitudes, so rounding depends on the order.
-			inputs[r][i] = float32((rng.Float64() - 0.5) * math.Pow(10, float64(rng.IntN(6)-2)))
-		}
-	}
+	inputs := algotest.RoundingFloats(n, count)
 	results := make([][]float32, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r, tr := range ts {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			send := slices.Clone(inputs[r])
-			recv := send
-			if !inPlace {
-				recv = make([]float32, count)
-			}
-			h := transport.Header{Count: uint64(count), Root: -1, Coll: transport.CollAllReduce, DType: reduce.Float32, Op: reduce.Sum}
-			if errs[r] = tr.(transport.NativeAllReducer).AllReduce(ctx, h, reduce.Bytes(send), reduce.Bytes(recv)); errs[r] != nil {
-				tr.Close() // the other ranks stop waiting for this one
-				return
-			}
-			if !inPlace && !slices.Equal(send, inputs[r]) {
-				errs[r] = fmt.Errorf("rank %d: send changed", r)
-			}
-			results[r] = recv
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
+	err := algotest.OnEveryRank(ts, func(ctx context.Context, r int, tr transport.Transport) error {
+		send := slices.Clone(inputs[r])
+		recv := send
+		if !inPlace {
+			recv = make([]float32, count)
 		}
+		h := transport.Header{Count: uint64(count), Root: -1, Coll: transport.CollAllReduce, DType: reduce.Float32, Op: reduce.Sum}
+		if err := tr.(transport.NativeAllReducer).AllReduce(ctx, h, reduce.Bytes(send), reduce.Bytes(recv)); err != nil {
+			return err
+		}
+		if !inPlace && !slices.Equal(send, inputs[r]) {
+			return errors.New("send changed")
+		}
+		results[r] = recv
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	for i := range count {
 		var sum, bound float64
