@@ -22,16 +22,22 @@ import (
 // file is 6 rounds of every size (the sweep.txt of two compare-mpi.sh runs
 // of 3) on a Xeon VM of the same kind on a slower day (2026-11-28), which
 // found what the rows hid: at 2 ranks over shm, tree at 128 KiB took 2x
-// native and ring at 512 KiB 1.4x, both the old table's choices. Where the machines disagree, a
+// native and ring at 512 KiB 1.4x, both the old table's choices. The
+// fourth is 10 rounds of every size on that VM (2026-11-29, the sweep.txt
+// of two compare-mpi.sh runs of 5) after shm's native all-reduce began to
+// reduce its own slice straight into recv and pairwise its first round out
+// of place: without it the table chose halving-doubling at 64 KiB over
+// shm on 2 ranks (1.55x native there) and ring at 8 MiB over tcp on 2
+// (1.24x halving-doubling). Where the machines disagree, a
 // candidate's time is its worst ratio to the best over them
 // (internal/mkbuiltin; a size a machine skipped is interpolated between
 // its own): adaptive picks the candidate least far from the best on any,
-// at most 1.18x it at every size measured (TestBuiltinNearBest), where the
+// at most 1.19x it at every size measured (TestBuiltinNearBest), where the
 // EPYC's table alone ran up to 1.5x the Xeon's best. The rounds are kept
 // in internal/mkbuiltin/testdata, and TestBuiltinIsTheRounds checks that
 // this table is what they make:
 //
-//	go run ./algo/adaptive/internal/mkbuiltin algo/adaptive/internal/mkbuiltin/testdata/rounds-2026-11-25.txt algo/adaptive/internal/mkbuiltin/testdata/rounds-2026-11-25-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-28-xeon.txt > algo/adaptive/builtin.json
+//	go run ./algo/adaptive/internal/mkbuiltin algo/adaptive/internal/mkbuiltin/testdata/rounds-2026-11-25.txt algo/adaptive/internal/mkbuiltin/testdata/rounds-2026-11-25-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-28-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-29-xeon.txt > algo/adaptive/builtin.json
 //
 //go:embed builtin.json
 var builtinJSON []byte
