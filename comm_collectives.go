@@ -224,10 +224,11 @@ func (c *Comm) broadcastTree(n int64) bool {
 // Reduce reduces send over all ranks with op into recv on rank root. recv
 // is written only at the root, where it has send's length and may be send
 // itself (in place); other ranks may pass nil. Small buffers are reduced
-// over the dissemination pattern (algo/dissemination), large ones by a ring
-// reduce-scatter and a gather; either way every rank hears from every rank
-// before it returns, so ranks that disagree on the call all get an error
-// from it.
+// over the dissemination pattern (algo/dissemination), large ones along a
+// pipelined chain to the root (package ring's Reduce) after the ranks have
+// agreed on the call (dissemination.Agree); either way every rank hears
+// from every rank before it returns, so ranks that disagree on the call all
+// get an error from it.
 func (c *Comm) Reduce(ctx context.Context, dt DType, op Op, send, recv []byte, root int) error {
 	run, err := c.reduceOp(dt, op, send, recv, root)
 	return c.call(ctx, nameReduce, run, err)
@@ -258,11 +259,16 @@ func (c *Comm) reduceOp(dt DType, op Op, send, recv []byte, root int) (operation
 
 func (c *Comm) reduce(ctx context.Context, dt DType, op Op, send, recv []byte, root int) error {
 	h := header(transport.CollReduce, dt, op, len(send)/dt.Size(), root, algoDissemination)
-	return c.runBySize(ctx, len(send), h, "reduce (dissemination)", "reduce (ring)", algoRing,
+	return c.runBySize(ctx, len(send), h, "reduce (dissemination)", "reduce (chain)", algoRing,
 		func(ctx context.Context, t transport.Transport, h transport.Header) error {
 			return dissemination.Reduce(ctx, t, h, send, recv, root)
 		},
 		func(ctx context.Context, t transport.Transport, h transport.Header) error {
+			// The chain's first rank only sends: agree on the call first,
+			// as the broadcast's chain does.
+			if err := dissemination.Agree(ctx, t, h); err != nil {
+				return err
+			}
 			return ring.Reduce(ctx, t, h, send, recv, root)
 		})
 }

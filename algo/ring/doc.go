@@ -7,8 +7,8 @@
 // better served by tree or recursive-doubling algorithms.
 //
 // The package also has the ring's other collectives: ReduceScatter,
-// AllGather, a pipelined chain Broadcast, and Reduce (a reduce-scatter
-// followed by a gather of the blocks at the root).
+// AllGather, and pipelined chains for Broadcast and Reduce (the chain run
+// backwards, each rank reducing what it passes on).
 //
 // The algorithm is written only against transport.Transport and runs over any
 // transport:
