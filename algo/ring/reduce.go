@@ -97,10 +97,11 @@ func (c Config) Reduce(ctx context.Context, t transport.Transport, h transport.H
 // chainSegment is the segment of a chain reduce of bytes: Config's
 // SegmentBytes when set, otherwise a quarter of the buffer within 64-256
 // KiB, so that the chain's ranks work at once from the second segment on
-// while each message stays large next to its fixed cost (4 ranks on 2
-// cores over tcp, alternating runs: 1 MiB took 877 us in 256 KiB segments,
-// 1002 in 128 KiB, 1117 in 64 KiB and 1482 whole; 256 KiB took 426 in 64
-// KiB segments and 498 whole).
+// while each message stays large next to its fixed cost. 4 ranks on 2
+// cores over tcp, alternating runs, medians: 1 MiB took 877 us in 256 KiB
+// segments, 1002 in 128 KiB and 1117 in 64 KiB in one set, and 1133 in
+// 256 KiB, 1143 in 512 KiB and 1482 whole in another; 256 KiB took 426 in
+// 64 KiB segments and 498 whole.
 func (c Config) chainSegment(bytes, es int) int {
 	seg := c.SegmentBytes
 	if seg <= 0 {
