@@ -56,26 +56,28 @@ func (c Config) Reduce(ctx context.Context, t transport.Transport, h transport.H
 		reduce.Finish(h.DType, h.Op, recv, n)
 		return nil
 	}
-	seg := c.chainSegment(len(send), es)
-	pos := (r - root - 1 + n) % n // 0 for root+1, n-1 for root
+	// Broadcast's chain from root+1, which puts root last.
+	ch := chain{n: n, r: r, root: (root + 1) % n, seg: c.chainSegment(len(send), es), len: len(send)}
+	pos := ch.pos()
 	left, right := (r-1+n)%n, (r+1)%n
 	var stage []byte
 	if pos > 0 {
-		st := pipeline.Stage(min(seg, len(send)))
+		st := pipeline.Stage(min(ch.seg, ch.len))
 		defer pipeline.Release(st)
 		stage = st.B
 	}
 	// One goroutine receives, reduces and forwards: the chain has no
 	// cycle, so a send that waits for room only waits for ranks nearer
 	// the root, which never wait for this one.
-	for i, lo := 0, 0; lo < len(send); i, lo = i+1, lo+seg {
-		hi := min(lo+seg, len(send))
+	for i := range ch.segments() {
+		lo := i * ch.seg
+		hi := min(lo+ch.seg, ch.len)
 		h.Step = uint32(i)
 		out := send[lo:hi]
 		if pos > 0 {
 			in := stage[:hi-lo]
 			if err := t.Recv(ctx, left, h, in); err != nil {
-				return fmt.Errorf("ring reduce segment %d/%d: %w", i, (len(send)+seg-1)/seg, err)
+				return fmt.Errorf("ring reduce segment %d/%d: %w", i, ch.segments(), err)
 			}
 			if pos == n-1 {
 				reduce.ReduceTo(h.DType, h.Op, recv[lo:hi], send[lo:hi], in)
@@ -85,7 +87,7 @@ func (c Config) Reduce(ctx context.Context, t transport.Transport, h transport.H
 			out = in
 		}
 		if err := t.Send(ctx, right, h, out); err != nil {
-			return fmt.Errorf("ring reduce segment %d/%d: %w", i, (len(send)+seg-1)/seg, err)
+			return fmt.Errorf("ring reduce segment %d/%d: %w", i, ch.segments(), err)
 		}
 	}
 	if pos == n-1 {
