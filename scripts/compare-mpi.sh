@@ -7,7 +7,8 @@
 #
 # Usage: scripts/compare-mpi.sh [REPS]        (default 3)
 # Settings (environment):
-#   NPS="2 3 4 8"            rank counts for the all-reduce
+#   NPS="2 3 4 8"            rank counts for the all-reduce (empty: none;
+#                            NPS= COLLS= runs the headline alone)
 #   TRANSPORTS="tcp shm"     collkit transport; Open MPI runs btl tcp for
 #                            tcp and btl vader for shm
 #   MIN=8 MAX=16M            all-reduce sweep (sizes double)
@@ -39,7 +40,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 reps=${1:-3}
-NPS=${NPS:-2 3 4 8}
+NPS=${NPS-2 3 4 8}
 TRANSPORTS=${TRANSPORTS:-tcp shm}
 MIN=${MIN:-8}
 MAX=${MAX:-16M}
@@ -218,7 +219,7 @@ done
 
 # Medians over the rounds, then per row: Open MPI, collkit's best algorithm,
 # ring and adaptive (all-reduce) and the ratios.
-grep -v -e '^headline ' -e '^floor ' -e '^steal ' "$raw" | sort -k1,1 -k2,2 -k3,3 -k4,4n -k5,5n -k6,6 -k7,7g | awk '
+{ grep -v -e '^headline ' -e '^floor ' -e '^steal ' "$raw" || true; } | sort -k1,1 -k2,2 -k3,3 -k4,4n -k5,5n -k6,6 -k7,7g | awk '
   function flush() {
     if (key == "") return
     med[key] = vals[int((n + 1) / 2)]
@@ -250,7 +251,7 @@ grep -v -e '^headline ' -e '^floor ' -e '^steal ' "$raw" | sort -k1,1 -k2,2 -k3,
   function ratio(a, b) { return (a == "-" || b == "-" || b == 0) ? "-" : sprintf("%.2f", a / b) }
   function us(a) { return a == "-" ? a : sprintf(a < 1 ? "%.2f" : "%.1f", a) }
   function size(b) { return b >= 1048576 ? b / 1048576 " MiB" : b >= 1024 ? b / 1024 " KiB" : b " B" }
-  BEGIN {
+  NR == 1 {
     print "Measured " date " on " host ", medians of the alternating rounds (" reps " asked); times in us (slowest rank, mean per call); ratio = collkit / Open MPI. TCP congestion control: Open MPI the kernel default (" cc "), collkit its own default (cubic, else reno)."
     print ""
     print "| collective | transport | np | size | Open MPI | collkit best (algorithm) | ratio | ring | ratio | adaptive | ratio | in place, best (algorithm) | ratio |"
