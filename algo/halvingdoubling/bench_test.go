@@ -40,7 +40,8 @@ func benchAllReduce(b *testing.B, world algotest.World, fn algotest.AllReduceFun
 }
 
 // BenchmarkCrossover times the two sub-algorithms on the sizes around
-// DefaultDoublingMaxBytes, to place it for a machine and transport:
+// DefaultDoublingMaxBytes (4 and 8 ranks) and DefaultDoublingMaxBytesPair
+// (2 ranks), to place them for a machine and transport:
 //
 //	go test -run NONE -bench Crossover ./algo/halvingdoubling/
 func BenchmarkCrossover(b *testing.B) {
@@ -52,8 +53,8 @@ func BenchmarkCrossover(b *testing.B) {
 		{"rabenseifner", rabenseifnerOnly},
 	}
 	for _, w := range algotest.BenchWorlds() {
-		for _, n := range []int{4, 8} {
-			for _, size := range []int{4 << 10, 16 << 10, 32 << 10, 64 << 10, 256 << 10} {
+		for _, n := range []int{2, 4, 8} {
+			for _, size := range []int{4 << 10, 16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10} {
 				for _, s := range subs {
 					name := fmt.Sprintf("transport=%s/ranks=%d/bytes=%d/algo=%s", w.Name, n, size, s.name)
 					b.Run(name, func(b *testing.B) { benchAllReduce(b, w.World, s.cfg.AllReduce, n, size) })

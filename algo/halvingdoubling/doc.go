@@ -5,10 +5,12 @@
 //
 // # Which sub-algorithm runs
 //
-// Buffers of at most Config.DoublingMaxBytes (32 KiB by default) use recursive
-// doubling: in round k every rank exchanges its whole partial result with the
-// rank whose number differs in bit k, and reduces. That is log2(n) steps, the
-// latency optimum, but each step moves the whole buffer.
+// Buffers of at most Config.DoublingMaxBytes (32 KiB by default, 256 KiB on 2
+// and 3 ranks) use recursive doubling: in round k every rank exchanges its
+// whole partial result with the rank whose number differs in bit k, and
+// reduces. That is log2(n) steps, the latency optimum, but each step moves
+// the whole buffer; with two ranks in the power-of-two group that is no more
+// than Rabenseifner moves in its two steps.
 //
 // Larger buffers use Rabenseifner's algorithm. In round k of the
 // reduce-scatter each rank sends half of its current range to the partner
