@@ -31,8 +31,10 @@ func TestBuiltinIsTheRounds(t *testing.T) {
 // size on an Intel Xeon VM of the same kind on a slower day (tcp's floor
 // 7.7 us against 3.1; scripts/compare-mpi.sh's sweep.txt), and ten rounds
 // of every size on that VM after shm's native all-reduce and pairwise's
-// out-of-place first round got faster (2026-11-29).
-var machines = []string{"testdata/rounds-2026-11-25.txt", "testdata/rounds-2026-11-25-xeon.txt", "testdata/sweep-2026-11-28-xeon.txt", "testdata/sweep-2026-11-29-xeon.txt"}
+// out-of-place first round got faster (2026-11-29), and five more after
+// halving-doubling began to run recursive doubling up to 256 KiB on 2 and
+// 3 ranks (the same day, later).
+var machines = []string{"testdata/rounds-2026-11-25.txt", "testdata/rounds-2026-11-25-xeon.txt", "testdata/sweep-2026-11-28-xeon.txt", "testdata/sweep-2026-11-29-xeon.txt", "testdata/sweep-2026-11-29b-xeon.txt"}
 
 // At every size each machine measured, what the built-in table chooses
 // (over shm with the native all-reduce among the candidates) took at most
