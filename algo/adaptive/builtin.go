@@ -28,13 +28,15 @@ import (
 // reduce its own slice straight into recv and pairwise its first round out
 // of place: without it the table chose halving-doubling at 64 KiB over
 // shm on 2 ranks (1.55x native there) and ring at 8 MiB over tcp on 2
-// (1.24x halving-doubling). The fifth is 5 rounds of every size on that
-// VM later the same day (one compare-mpi.sh run), after halving-doubling
-// began to run recursive doubling up to 256 KiB on 2 and 3 ranks: it moved
-// five choices (tree at 64 KiB over tcp on 2 and 3 ranks, where ring took
-// 1.16x and halving-doubling 1.25x its best; pairwise at 128 KiB on 4,
-// where ring took 1.33x; halving-doubling at 16 MiB on 3 and pairwise on
-// 8). Where the machines disagree, a
+// (1.24x halving-doubling). The fifth and sixth are 5 rounds of every size
+// each on that VM later the same day (two compare-mpi.sh runs, s21a and
+// s21b), after halving-doubling began to run recursive doubling up to 256
+// KiB on 2 and 3 ranks: the fifth moved five choices (tree at 64 KiB over
+// tcp on 3 ranks, where halving-doubling took 1.25x its best; pairwise at
+// 128 KiB on 4, where ring took 1.33x; halving-doubling at 16 MiB on 3 and
+// pairwise on 8; tree at 64 KiB on 2), the sixth one back (at 64 KiB on 2
+// ranks tree took 1.20x halving-doubling there, halving-doubling 1.04x
+// tree in the fifth). Where the machines disagree, a
 // candidate's time is its worst ratio to the best over them
 // (internal/mkbuiltin; a size a machine skipped is interpolated between
 // its own): adaptive picks the candidate least far from the best on any,
@@ -43,7 +45,7 @@ import (
 // in internal/mkbuiltin/testdata, and TestBuiltinIsTheRounds checks that
 // this table is what they make:
 //
-//	go run ./algo/adaptive/internal/mkbuiltin algo/adaptive/internal/mkbuiltin/testdata/rounds-2026-11-25.txt algo/adaptive/internal/mkbuiltin/testdata/rounds-2026-11-25-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-28-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-29-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-29b-xeon.txt > algo/adaptive/builtin.json
+//	go run ./algo/adaptive/internal/mkbuiltin algo/adaptive/internal/mkbuiltin/testdata/rounds-2026-11-25.txt algo/adaptive/internal/mkbuiltin/testdata/rounds-2026-11-25-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-28-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-29-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-29b-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-29c-xeon.txt > algo/adaptive/builtin.json
 //
 //go:embed builtin.json
 var builtinJSON []byte

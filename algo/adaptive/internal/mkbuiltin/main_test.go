@@ -33,8 +33,8 @@ func TestBuiltinIsTheRounds(t *testing.T) {
 // of every size on that VM after shm's native all-reduce and pairwise's
 // out-of-place first round got faster (2026-11-29), and five more after
 // halving-doubling began to run recursive doubling up to 256 KiB on 2 and
-// 3 ranks (the same day, later).
-var machines = []string{"testdata/rounds-2026-11-25.txt", "testdata/rounds-2026-11-25-xeon.txt", "testdata/sweep-2026-11-28-xeon.txt", "testdata/sweep-2026-11-29-xeon.txt", "testdata/sweep-2026-11-29b-xeon.txt"}
+// 3 ranks (the same day, later), in two runs of the script.
+var machines = []string{"testdata/rounds-2026-11-25.txt", "testdata/rounds-2026-11-25-xeon.txt", "testdata/sweep-2026-11-28-xeon.txt", "testdata/sweep-2026-11-29-xeon.txt", "testdata/sweep-2026-11-29b-xeon.txt", "testdata/sweep-2026-11-29c-xeon.txt"}
 
 // At every size each machine measured, what the built-in table chooses
 // (over shm with the native all-reduce among the candidates) took at most
