@@ -92,6 +92,9 @@ func (c chain) pos() int { return (c.r - c.root + c.n) % c.n }
 
 func (c chain) segments() int { return (c.len + c.seg - 1) / c.seg }
 
+// span is the byte range of segment i.
+func (c chain) span(i int) (lo, hi int) { return i * c.seg, min((i+1)*c.seg, c.len) }
+
 // sendAll sends every segment to the right neighbour, each once ready says
 // it has arrived (ready is nil at the root, which has them all).
 func (c chain) sendAll(ctx context.Context, t transport.Transport, h transport.Header, buf []byte, ready *pipeline.Progress) error {
@@ -102,9 +105,9 @@ func (c chain) sendAll(ctx context.Context, t transport.Transport, h transport.H
 				return err
 			}
 		}
-		lo := i * c.seg
+		lo, hi := c.span(i)
 		h.Step = uint32(i)
-		if err := t.Send(ctx, right, h, buf[lo:min(lo+c.seg, c.len)]); err != nil {
+		if err := t.Send(ctx, right, h, buf[lo:hi]); err != nil {
 			return fmt.Errorf("ring broadcast segment %d/%d: %w", i, c.segments(), err)
 		}
 	}
@@ -116,8 +119,8 @@ func (c chain) sendAll(ctx context.Context, t transport.Transport, h transport.H
 func (c chain) recvAll(ctx context.Context, t transport.Transport, h transport.Header, buf []byte, ready *pipeline.Progress, forward bool) error {
 	left, right := (c.r-1+c.n)%c.n, (c.r+1)%c.n
 	for i := range c.segments() {
-		lo := i * c.seg
-		seg := buf[lo:min(lo+c.seg, c.len)]
+		lo, hi := c.span(i)
+		seg := buf[lo:hi]
 		h.Step = uint32(i)
 		err := t.Recv(ctx, left, h, seg)
 		if err == nil && forward {

@@ -70,8 +70,7 @@ func (c Config) Reduce(ctx context.Context, t transport.Transport, h transport.H
 	// cycle, so a send that waits for room only waits for ranks nearer
 	// the root, which never wait for this one.
 	for i := range ch.segments() {
-		lo := i * ch.seg
-		hi := min(lo+ch.seg, ch.len)
+		lo, hi := ch.span(i)
 		h.Step = uint32(i)
 		out := send[lo:hi]
 		if pos > 0 {
