@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"reflect"
 	"testing"
 
@@ -33,29 +34,36 @@ func TestBuiltinIsTheRounds(t *testing.T) {
 // of every size on that VM after shm's native all-reduce and pairwise's
 // out-of-place first round got faster (2026-11-29), and five more after
 // halving-doubling began to run recursive doubling up to 256 KiB on 2 and
-// 3 ranks (the same day, later), in two runs of the script.
-var machines = []string{"testdata/rounds-2026-11-25.txt", "testdata/rounds-2026-11-25-xeon.txt", "testdata/sweep-2026-11-28-xeon.txt", "testdata/sweep-2026-11-29-xeon.txt", "testdata/sweep-2026-11-29b-xeon.txt", "testdata/sweep-2026-11-29c-xeon.txt"}
+// 3 ranks (the same day, later), in two runs of the script, and five more
+// in a third run after the table was fitted to those (s22a).
+var machines = []string{"testdata/rounds-2026-11-25.txt", "testdata/rounds-2026-11-25-xeon.txt", "testdata/sweep-2026-11-28-xeon.txt", "testdata/sweep-2026-11-29-xeon.txt", "testdata/sweep-2026-11-29b-xeon.txt", "testdata/sweep-2026-11-29c-xeon.txt", "testdata/sweep-2026-11-29d-xeon.txt"}
 
 // At every size each machine measured, what the built-in table chooses
 // (over shm with the native all-reduce among the candidates) took at most
-// 1.2x the time of that machine's best candidate there. Neither machine
-// gets its own best everywhere: at 2 ranks over tcp, 1 MiB, halving-doubling
-// won on the EPYC and ring by 1.25x on the Xeon; ring is 1.13x the EPYC's
-// best.
+// 1.2x the time of that machine's best candidate there, unless the
+// machines disagree by more: then it took no more than the candidate
+// whose worst ratio over them is the least. Neither machine gets its own
+// best everywhere: at 2 ranks over tcp, 1 MiB, halving-doubling won on the
+// EPYC and ring by 1.25x on the Xeon; ring is 1.13x the EPYC's best. At 4
+// ranks over tcp, 256 KiB, ring took 1.22x pairwise in s22a, while pairwise
+// took 1.69x ring on the EPYC (its bimodal rounds), so no choice is within
+// 1.2x of both.
 func TestBuiltinNearBest(t *testing.T) {
 	shapes := map[string]adaptive.Shape{}
 	for _, a := range adaptive.WithNative(nil) {
 		shapes[a.Name] = a.Shape
 	}
-	for _, path := range machines {
+	type point struct {
+		transport string
+		ranks     int
+		bytes     int64
+	}
+	files := make([]medians, len(machines))
+	bests := make([]map[point]float64, len(machines))
+	for i, path := range machines {
 		m, err := read(path, shapes)
 		if err != nil {
 			t.Fatal(err)
-		}
-		type point struct {
-			transport string
-			ranks     int
-			bytes     int64
 		}
 		best := map[point]float64{}
 		for k, sizes := range m {
@@ -65,14 +73,37 @@ func TestBuiltinNearBest(t *testing.T) {
 				}
 			}
 		}
-		for p, fastest := range best {
+		files[i], bests[i] = m, best
+	}
+	// reach is the least any candidate's worst ratio to the best over the
+	// machines that measured p can be: where the machines disagree more
+	// than 1.2x, no choice is within it on all of them.
+	reach := func(p point) float64 {
+		least := math.Inf(1)
+		for name := range shapes {
+			worst := 0.0
+			for i, m := range files {
+				if fastest := bests[i][p]; fastest > 0 {
+					us, ok := m[key{p.transport, p.ranks, name}][p.bytes]
+					if !ok {
+						us = math.Inf(1)
+					}
+					worst = max(worst, us/fastest)
+				}
+			}
+			least = min(least, worst)
+		}
+		return least
+	}
+	for i, path := range machines {
+		for p, fastest := range bests[i] {
 			cfg := adaptive.Config{Transport: p.transport}
 			if p.transport == "shm" {
 				cfg.Algorithms = adaptive.WithNative(nil)
 			}
 			a, _ := cfg.Choose(p.bytes, p.ranks)
-			if r := m[key{p.transport, p.ranks, a.Name}][p.bytes] / fastest; r > 1.2 {
-				t.Errorf("%s: %s, %d ranks, %d bytes: built-in choice %s took %.2fx the best", path, p.transport, p.ranks, p.bytes, a.Name, r)
+			if r := files[i][key{p.transport, p.ranks, a.Name}][p.bytes] / fastest; r > 1.2 && r > reach(p) {
+				t.Errorf("%s: %s, %d ranks, %d bytes: built-in choice %s took %.2fx the best, and some candidate is within %.2fx on every machine", path, p.transport, p.ranks, p.bytes, a.Name, r, reach(p))
 			}
 		}
 	}
