@@ -49,9 +49,9 @@ import (
 // at most 1.2x it at every size measured but one (4 ranks over tcp, 256
 // KiB: ring, 1.22x pairwise on the seventh file, where pairwise took 1.69x
 // ring on the EPYC; TestBuiltinNearBest), where the EPYC's table alone ran
-// up to 1.5x the Xeon's best. The rounds are kept
-// in internal/mkbuiltin/testdata, and TestBuiltinIsTheRounds checks that
-// this table is what they make:
+// up to 1.5x the Xeon's best. The rounds are kept in
+// internal/mkbuiltin/testdata, and TestBuiltinIsTheRounds checks that this
+// table is what they make:
 //
 //	go run ./algo/adaptive/internal/mkbuiltin algo/adaptive/internal/mkbuiltin/testdata/rounds-2026-11-25.txt algo/adaptive/internal/mkbuiltin/testdata/rounds-2026-11-25-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-28-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-29-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-29b-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-29c-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-29d-xeon.txt > algo/adaptive/builtin.json
 //

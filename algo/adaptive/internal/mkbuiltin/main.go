@@ -55,6 +55,27 @@ type key struct {
 // medians maps a candidate to its median time at each size.
 type medians map[key]map[int64]float64
 
+// point is a transport, world size and buffer size: where candidates race.
+type point struct {
+	transport string
+	ranks     int
+	bytes     int64
+}
+
+// fastest is the best candidate's time at every point m measured.
+func (m medians) fastest() map[point]float64 {
+	best := map[point]float64{}
+	for k, sizes := range m {
+		for b, us := range sizes {
+			p := point{k.transport, k.ranks, b}
+			if v, ok := best[p]; !ok || us < v {
+				best[p] = us
+			}
+		}
+	}
+	return best
+}
+
 // build fits every candidate of adaptive found in the files, one per
 // machine (see the package comment).
 func build(paths ...string) (*adaptive.Table, error) {
@@ -139,22 +160,9 @@ func read(path string, shapes map[string]adaptive.Shape) (medians, error) {
 // worstRatio combines machines (see the package comment): a candidate and
 // size that some machine lacks are left out.
 func worstRatio(machines []medians) medians {
-	type point struct {
-		transport string
-		ranks     int
-		bytes     int64
-	}
 	best := make([]map[point]float64, len(machines))
 	for i, m := range machines {
-		best[i] = map[point]float64{}
-		for k, sizes := range m {
-			for b, us := range sizes {
-				p := point{k.transport, k.ranks, b}
-				if v, ok := best[i][p]; !ok || us < v {
-					best[i][p] = us
-				}
-			}
-		}
+		best[i] = m.fastest()
 	}
 	out := medians{}
 	for k, sizes := range machines[0] {
