@@ -84,9 +84,6 @@ func collAlgorithmName(id uint8) string {
 	return "-"
 }
 
-// runColl runs one collective: it checks the communicator, numbers the call,
-// applies the timeout and makes a failure fatal to the communicator. The
-// caller holds c.mu.
 // collFunc runs a collective's algorithm over t.
 type collFunc = func(ctx context.Context, t transport.Transport, h transport.Header) error
 
@@ -101,6 +98,9 @@ func (c *Comm) runBySize(ctx context.Context, bytes int, h transport.Header, sma
 	return c.runColl(ctx, largeName, h, large)
 }
 
+// runColl runs one collective: it checks the communicator, numbers the call,
+// applies the timeout and makes a failure fatal to the communicator. The
+// caller holds c.mu.
 func (c *Comm) runColl(ctx context.Context, what string, h transport.Header, fn func(context.Context, transport.Transport, transport.Header) error) error {
 	if err := c.usable(); err != nil {
 		return err
@@ -111,7 +111,11 @@ func (c *Comm) runColl(ctx context.Context, what string, h transport.Header, fn 
 	defer cancel()
 	err := c.observed(h.Coll.String(), collAlgorithmName(h.Algo), h, int(h.Count)*max(h.DType.Size(), 1), func(t transport.Transport) error { return fn(ctx, t, h) })
 	if err != nil {
-		return c.fail(fmt.Errorf("collkit: rank %d: %s #%d (%d x %v): %w", c.Rank(), what, h.Seq, h.Count, h.DType, explain(ctx, err)))
+		shape := "" // a barrier moves no data
+		if h.DType.Valid() {
+			shape = fmt.Sprintf(" (%d x %v)", h.Count, h.DType)
+		}
+		return c.fail(fmt.Errorf("collkit: rank %d: %s #%d%s: %w", c.Rank(), what, h.Seq, shape, explain(ctx, err)))
 	}
 	return nil
 }

@@ -392,6 +392,9 @@ func TestCollectivePeerCloses(t *testing.T) {
 			if err == nil {
 				return fmt.Errorf("%s succeeded with rank 3 closed", coll)
 			}
+			if strings.Contains(err.Error(), "dtype(") { // a barrier's has no data type to name
+				return fmt.Errorf("%s: the error names a data type the call does not have: %v", coll, err)
+			}
 			return nil
 		})
 		if err != nil {
