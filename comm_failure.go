@@ -62,6 +62,10 @@ type Stuck struct {
 	// when the waits lead from here) to Rank, as the answers said; nil when
 	// no rank was found waiting on it.
 	Chain []int
+	// Why is what the probe found instead of an answer, where the
+	// transport can tell (shared memory: "its process (pid 42) is stopped:
+	// state T"); empty when the rank answered, or just did not.
+	Why string
 }
 
 func (s Stuck) String() string {
@@ -69,6 +73,8 @@ func (s Stuck) String() string {
 	if s.Answered {
 		fmt.Fprintf(&b, "rank %d is alive but in no send or receive (it answered a liveness probe): "+
 			"it has not called the collective, or is busy outside collkit", s.Rank)
+	} else if s.Why != "" {
+		fmt.Fprintf(&b, "rank %d is not responding (%s)", s.Rank, s.Why)
 	} else {
 		fmt.Fprintf(&b, "rank %d is not responding (stopped, hung or cut off: it did not answer a liveness probe within %v)", s.Rank, ProbeWindow)
 	}
@@ -222,11 +228,16 @@ func findStuck(p transport.Pinger, self, size int, waitsOn []int, idle bool, log
 	}
 	edges := map[int][]int{self: dedup(waitsOn)} // rank -> the peers it waits on, for each that answered
 	silent, answered := map[int]bool{}, map[int]bool{}
+	why := map[int]string{}
 	for range size - 1 {
+		var na *transport.NoAnswerError
 		switch a := <-answers; {
 		case !a.asked:
 		case errors.Is(a.err, transport.ErrNoAnswer):
 			silent[a.rank] = true
+			if errors.As(a.err, &na) {
+				why[a.rank] = na.Why
+			}
 		case a.err != nil:
 			// Gone: it gave up and closed its transport, or exited; not
 			// stuck either way.
@@ -240,7 +251,7 @@ func findStuck(p transport.Pinger, self, size int, waitsOn []int, idle bool, log
 	for r := range size {
 		switch {
 		case silent[r]:
-			found = append(found, Stuck{Rank: r})
+			found = append(found, Stuck{Rank: r, Why: why[r]})
 		case len(silent) == 0 && idle && answered[r] && len(edges[r]) == 0:
 			found = append(found, Stuck{Rank: r, Answered: true})
 		}

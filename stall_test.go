@@ -13,6 +13,7 @@ import (
 
 	"github.com/collkit/collkit/transport"
 	"github.com/collkit/collkit/transport/mem"
+	"github.com/collkit/collkit/transport/shm"
 )
 
 // stuckPhrase is how an error names rank r as the one holding the job up:
@@ -51,6 +52,20 @@ func TestStuckRankNamed(t *testing.T) {
 	stopped := func(t *testing.T, opts Options, stuck int) []*Comm { return memComms(t, opts, stuck) }
 	absentMem := func(t *testing.T, opts Options, _ int) []*Comm { return memComms(t, opts, -1) }
 	absentTCP := func(t *testing.T, opts Options, _ int) []*Comm { return tcpComms(t, n, opts) }
+	absentShm := func(t *testing.T, opts Options, _ int) []*Comm {
+		ts, err := shm.Local(context.Background(), n, shm.Config{})
+		if err != nil {
+			t.Skip(err)
+		}
+		cs := make([]*Comm, n)
+		for r, tr := range ts {
+			if cs[r], err = New(tr, opts); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cs[r].Close() })
+		}
+		return cs
+	}
 	for _, tc := range []struct {
 		name     string
 		algo     string
@@ -69,6 +84,9 @@ func TestStuckRankNamed(t *testing.T) {
 		{"tcp/absent", "ring", 2, true, absentTCP},
 		{"tcp/absent", "ring", 0, true, absentTCP},
 		{"tcp/absent", "tree", 3, true, absentTCP},
+		// Shared memory reads what the ranks' waits published.
+		{"shm/absent", "ring", 1, true, absentShm},
+		{"shm/absent", "tree", 3, true, absentShm},
 	} {
 		t.Run(fmt.Sprintf("%s/%s/%d", tc.name, tc.algo, tc.stuck), func(t *testing.T) {
 			// Mostly waiting, for the timeout and then the probe window.

@@ -14,6 +14,7 @@
 #
 #   scripts/stall-trials.sh [TRIALS=15] [NP=4]
 #   ALGOS="ring tree" TIMEOUT=5s ARGS="-b 1M -e 1M -n 100000" KEEP=dir scripts/stall-trials.sh 30
+#   ALGOS="ring tree native" ARGS="--transport shm -b 1M -e 1M -n 100000" scripts/stall-trials.sh 15
 # KEEP, when set, is a directory that gets every trial's stderr.
 set -uo pipefail
 cd "$(dirname "$0")/.."

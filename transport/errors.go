@@ -27,6 +27,16 @@ var (
 	ErrNoAnswer = errors.New("peer did not answer a liveness probe")
 )
 
+// NoAnswerError is the ErrNoAnswer of a Pinger that can tell why the peer
+// cannot answer without waiting for it (shared memory reads the peer's
+// process state): Why says what it found.
+type NoAnswerError struct{ Why string }
+
+func (e *NoAnswerError) Error() string { return ErrNoAnswer.Error() + ": " + e.Why }
+
+// Is makes errors.Is(err, ErrNoAnswer) true.
+func (e *NoAnswerError) Is(target error) bool { return target == ErrNoAnswer }
+
 // PeerError is an error in an operation with one peer.
 type PeerError struct {
 	Rank int    // the peer's rank

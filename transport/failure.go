@@ -49,7 +49,7 @@ type Prober interface {
 // or one that ended in an error.
 type Wait struct {
 	Peer   int
-	Op     string // "send" or "recv"
+	Op     string // "send" or "recv"; "barrier" for shared memory's native all-reduce
 	Header Header // what the operation was (Seq, Coll, Step, Len, ...)
 	Since  time.Time
 	Waited time.Duration // from Since to the report
@@ -62,8 +62,11 @@ func (w Wait) String() string {
 		state = "failed"
 	}
 	dir := "recv from"
-	if w.Op == "send" {
+	switch w.Op {
+	case "send":
 		dir = "send to"
+	case "barrier":
+		return fmt.Sprintf("barrier of the native all-reduce, waiting on rank %d (%s after %v)", w.Peer, state, w.Waited.Round(time.Millisecond))
 	}
 	return fmt.Sprintf("%s rank %d (%s #%d step %d, %d bytes, %s after %v)", dir, w.Peer, w.Header.Coll,
 		w.Header.Seq, w.Header.Step, w.Header.Len, state, w.Waited.Round(time.Millisecond))

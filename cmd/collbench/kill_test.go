@@ -139,17 +139,25 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// One stop trial with real processes (scripts/stall-trials.sh runs many): a
-// worker stopped with SIGSTOP mid-benchmark (stuck, not dead) is named as
-// not responding first in every other rank's stall report, within the
-// timeout and the probe window, and no live rank is named; the launcher
-// kills the stopped worker and exits non-zero.
+// One stop trial with real processes over each transport
+// (scripts/stall-trials.sh runs many): a worker stopped with SIGSTOP
+// mid-benchmark (stuck, not dead) is named as not responding first in
+// every other rank's stall report, within the timeout and the probe
+// window, and no live rank is named; the launcher kills the stopped worker
+// and exits non-zero. Over tcp the stopped process does not answer a
+// probe; over shared memory the probe reads its state (T) in /proc.
 func TestStopWorker(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads /proc to find the workers")
 	}
+	for _, tr := range []string{"tcp", "shm"} {
+		t.Run(tr, func(t *testing.T) { stopTrial(t, tr) })
+	}
+}
+
+func stopTrial(t *testing.T, transport string) {
 	const np, timeout = 4, 3 * time.Second
-	cmd := exec.Command(binary, "--np", strconv.Itoa(np), "--algo", "ring", "-b", "64K", "-e", "64K", "-n", "1000000",
+	cmd := exec.Command(binary, "--np", strconv.Itoa(np), "--transport", transport, "--algo", "ring", "-b", "64K", "-e", "64K", "-n", "1000000",
 		"--timeout", timeout.String())
 	cmd.Env = cleanEnv()
 	stdout, err := cmd.StdoutPipe()

@@ -322,6 +322,7 @@ func (t *Transport) barrier(ctx context.Context, off int) error {
 	t.wakePeers()
 	next := 0 // peers below next have arrived
 	touch := t.native.touch
+	n := note{op: opBarrier}
 	ready := func() bool {
 		for ; next < len(t.peers); next++ {
 			pr := t.peers[next]
@@ -332,6 +333,7 @@ func (t *Transport) barrier(ctx context.Context, off int) error {
 				t.native.sink += pr.seg.u64(l).Load()
 			}
 			if pr.seg.u64(off).Load() < epoch {
+				n.peer = next
 				return false
 			}
 		}
@@ -352,7 +354,7 @@ func (t *Transport) barrier(ctx context.Context, off int) error {
 	if t.native.wake == nil {
 		t.native.wake = t.newWaker(own.u32(offBwait))
 	}
-	if err := t.await(ctx, t.native.wake, &t.native.wait, ready, failed); err != nil {
+	if err := t.await(ctx, t.native.wake, &t.native.wait, &n, ready, failed); err != nil {
 		if errors.Is(err, errClosed) {
 			err = transport.ErrClosed
 		}

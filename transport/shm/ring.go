@@ -78,7 +78,7 @@ func (r *ring) get(pos uint64, b []byte) {
 
 // write streams the header bytes hb and then p into pr's ring. moved
 // reports whether any byte was published before an error.
-func (t *Transport) write(ctx context.Context, pr *peer, hb, p []byte) (moved bool, err error) {
+func (t *Transport) write(ctx context.Context, pr *peer, h *transport.Header, hb, p []byte) (moved bool, err error) {
 	r := &pr.out
 	head := r.mine
 	tail := r.tail.Load()
@@ -89,7 +89,7 @@ func (t *Transport) write(ctx context.Context, pr *peer, hb, p []byte) (moved bo
 		if free == 0 {
 			tail = r.tail.Load()
 			if free = r.size - (head - tail); free == 0 {
-				err := t.await(ctx, r.pwake, &pr.outWait,
+				err := t.await(ctx, r.pwake, &pr.outWait, &note{op: opSend, peer: pr.rank, h: h},
 					func() bool { return r.tail.Load() != tail },
 					func(live bool) error { return pr.gone(live) })
 				if err != nil {
@@ -132,8 +132,9 @@ func (t *Transport) read(ctx context.Context, pr *peer, want transport.Header, p
 	tail := r.mine
 	head := r.head.Load()
 	gone := func(live bool) error { return pr.gone(live) }
+	n := note{op: opRecv, peer: pr.rank, h: &want}
 	if head-tail < transport.HeaderSize {
-		err := t.await(ctx, r.cwake, &pr.inWait, func() bool {
+		err := t.await(ctx, r.cwake, &pr.inWait, &n, func() bool {
 			head = r.head.Load()
 			return head-tail >= transport.HeaderSize
 		}, gone)
@@ -158,7 +159,7 @@ func (t *Transport) read(ctx context.Context, pr *peer, want transport.Header, p
 		avail := head - tail
 		if avail == 0 {
 			r.consumed(tail)
-			err := t.await(ctx, r.cwake, &pr.inWait, func() bool {
+			err := t.await(ctx, r.cwake, &pr.inWait, &n, func() bool {
 				head = r.head.Load()
 				return head != tail
 			}, gone)

@@ -27,7 +27,8 @@ import (
 //	                the time a waker woke it: wokenAt); then
 //	                the native all-reduce's two call slots (barrier word,
 //	                header, small payload), alternating; the owner's abort
-//	                reason
+//	                reason; the owner's waits that went to sleep (waitSlots
+//	                records of waitBytes: see note)
 //	ctrl pages      one 256-byte control block per sender rank:
 //	                head, tail, cwait, pwait (futex words, each followed by
 //	                its wokenAt), each on its own cache line
@@ -35,7 +36,7 @@ import (
 //	native          NativeBytes
 const (
 	segMagic   = 0x73746b6c6c6f63 // "collkts" little endian
-	segVersion = 2
+	segVersion = 3
 
 	offMagic       = 0
 	offVersion     = 8
@@ -50,6 +51,7 @@ const (
 	offBwait       = 192
 	offSlots       = 256  // two of slotBytes
 	offReason      = 1024 // u32 length, then an abort reason of up to transport.MaxAbortReason bytes
+	offWaits       = 2112 // after the reason: waitSlots records of waitBytes
 	slotBytes      = 256
 
 	pageBytes = 4096

@@ -47,6 +47,10 @@ type Transport struct {
 
 	native    native
 	streaming bool // chooseStores's choice, made in Connect
+
+	// Which of this rank's wait records are taken, and which of those
+	// hold a wait that failed (ping.go).
+	waitUsed, waitFailed atomic.Uint32
 }
 
 // peer is the two rings with one other rank.
@@ -275,7 +279,7 @@ func (t *Transport) Send(ctx context.Context, peer int, h transport.Header, p []
 	h.Len = uint32(len(p))
 	var hb [transport.HeaderSize]byte
 	h.Encode(hb[:])
-	if moved, err := t.write(ctx, pr, hb[:], p); err != nil {
+	if moved, err := t.write(ctx, pr, &h, hb[:], p); err != nil {
 		return t.failed(ctx, pr, "send", moved, err)
 	}
 	return nil

@@ -64,8 +64,9 @@ func forceWake(w *atomic.Uint32) {
 // every change that can make ready true. failed reports why waiting is
 // pointless (this transport or a peer closed, a peer died); it is called
 // after a last look at ready, so data a peer sent before it closed is still
-// taken. How long the wait took, and what a sleep cost, teach b.
-func (t *Transport) await(ctx context.Context, k *waker, b *spin.Budget, ready func() bool, failed func(live bool) error) error {
+// taken. How long the wait took, and what a sleep cost, teach b. A wait
+// that goes to sleep publishes n for the peers' stall reports (ping.go).
+func (t *Transport) await(ctx context.Context, k *waker, b *spin.Budget, n *note, ready func() bool, failed func(live bool) error) (err error) {
 	w := k.w
 	for range t.cfg.Spin {
 		if ready() {
@@ -105,9 +106,16 @@ func (t *Transport) await(ctx context.Context, k *waker, b *spin.Budget, ready f
 		k.arm(ctx)
 		defer k.done()
 	}
+	rec := t.publish(n)
+	if rec >= 0 {
+		defer func() { t.unpublish(rec, err != nil) }()
+	}
 	lastLive := time.Now()
 	at := wokenAt(w)
 	for {
+		if rec >= 0 {
+			t.beat(rec, n)
+		}
 		at.Store(0)
 		w.Store(1)
 		if ready() {
