@@ -74,6 +74,22 @@ var (
 	algorithmOrder []uint8 // registered ids in registration order
 )
 
+// Mismatch errors name the algorithms of the registry and of the other
+// collectives rather than their header ids.
+func init() {
+	transport.AlgorithmName = func(coll transport.Coll, id uint8) string {
+		if coll != transport.CollAllReduce {
+			if name := collAlgorithmName(id); name != "-" {
+				return name
+			}
+			return ""
+		}
+		algorithmsMu.Lock()
+		defer algorithmsMu.Unlock()
+		return algorithmNames[id]
+	}
+}
+
 // builtinAlgorithms are the algorithms of this package, by id: the ids
 // they had before registration existed, so that versions interoperate.
 var builtinAlgorithms = []string{"ring", "tree", "halvingdoubling", "hierarchical", "adaptive", "native", "pairwise"}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/collkit/collkit/reduce"
 	"github.com/collkit/collkit/transport"
+	"github.com/collkit/collkit/transport/shm"
 	"github.com/collkit/collkit/transport/tcp"
 	"github.com/collkit/collkit/verify"
 )
@@ -65,9 +66,38 @@ func aboutMismatch(err error) bool {
 	return errors.As(err, &ae) && strings.Contains(ae.Reason, "does not match")
 }
 
+// shmComms connects n communicators in this process over shared memory.
+func shmComms(t *testing.T, n int, opts Options) []*Comm {
+	t.Helper()
+	ts, err := shm.Local(context.Background(), n, shm.Config{})
+	if err != nil {
+		t.Skip(err)
+	}
+	cs := make([]*Comm, n)
+	for r, tr := range ts {
+		if cs[r], err = New(tr, opts); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs[r].Close() })
+	}
+	return cs
+}
+
 // Every kind of disagreement between ranks gives every rank an error that
-// says so, quickly, over real sockets; no rank returns a result.
-func TestMismatchEveryKindOverTCP(t *testing.T) {
+// says so, quickly, over real sockets and over shared memory (where the
+// all-reduce is native: a rank set to another algorithm sends through the
+// rings what the others wait for at the barrier); no rank returns a
+// result, and no rank is said to have died.
+func TestMismatchEveryKind(t *testing.T) {
+	for _, tr := range []struct {
+		name  string
+		comms func(t *testing.T, n int, opts Options) []*Comm
+	}{{"tcp", tcpComms}, {"shm", shmComms}} {
+		t.Run(tr.name, func(t *testing.T) { mismatchEveryKind(t, tr.comms) })
+	}
+}
+
+func mismatchEveryKind(t *testing.T, comms func(t *testing.T, n int, opts Options) []*Comm) {
 	const n, count = 4, 1000
 	allreduce := func(dt DType, op Op, count int) func(c *Comm) error {
 		return func(c *Comm) error {
@@ -100,7 +130,7 @@ func TestMismatchEveryKindOverTCP(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cs := tcpComms(t, n, Options{Timeout: 10 * time.Second})
+			cs := comms(t, n, Options{Timeout: 10 * time.Second})
 			const oddRank = 2
 			if tc.before != nil {
 				if err := tc.before(cs[oddRank]); err != nil {
@@ -126,6 +156,8 @@ func TestMismatchEveryKindOverTCP(t *testing.T) {
 					t.Errorf("rank %d: %v\nwant an error about the mismatch", r, err)
 				case errors.Is(err, context.DeadlineExceeded):
 					t.Errorf("rank %d waited for the timeout: %v", r, err)
+				case strings.Contains(err.Error(), "died"):
+					t.Errorf("rank %d says a rank died; every rank lives: %v", r, err)
 				}
 				if err != nil && strings.Contains(err.Error(), tc.wantInError+": this rank") {
 					named = true

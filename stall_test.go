@@ -13,7 +13,6 @@ import (
 
 	"github.com/collkit/collkit/transport"
 	"github.com/collkit/collkit/transport/mem"
-	"github.com/collkit/collkit/transport/shm"
 )
 
 // stuckPhrase is how an error names rank r as the one holding the job up:
@@ -52,20 +51,7 @@ func TestStuckRankNamed(t *testing.T) {
 	stopped := func(t *testing.T, opts Options, stuck int) []*Comm { return memComms(t, opts, stuck) }
 	absentMem := func(t *testing.T, opts Options, _ int) []*Comm { return memComms(t, opts, -1) }
 	absentTCP := func(t *testing.T, opts Options, _ int) []*Comm { return tcpComms(t, n, opts) }
-	absentShm := func(t *testing.T, opts Options, _ int) []*Comm {
-		ts, err := shm.Local(context.Background(), n, shm.Config{})
-		if err != nil {
-			t.Skip(err)
-		}
-		cs := make([]*Comm, n)
-		for r, tr := range ts {
-			if cs[r], err = New(tr, opts); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { cs[r].Close() })
-		}
-		return cs
-	}
+	absentShm := func(t *testing.T, opts Options, _ int) []*Comm { return shmComms(t, n, opts) }
 	for _, tc := range []struct {
 		name     string
 		algo     string

@@ -61,6 +61,20 @@ type MismatchError struct {
 	Want, Got Header
 }
 
+// AlgorithmName, when set, names algorithm id of collective coll in a
+// MismatchError's message (collkit sets it to its registry's names); where
+// it is nil or returns "", the id is printed.
+var AlgorithmName func(coll Coll, id uint8) string
+
+func algorithmName(coll Coll, id uint8) string {
+	if AlgorithmName != nil {
+		if name := AlgorithmName(coll, id); name != "" {
+			return name
+		}
+	}
+	return fmt.Sprint(id)
+}
+
 func (e *MismatchError) Error() string {
 	var diff []string
 	add := func(name string, want, got any) {
@@ -71,7 +85,9 @@ func (e *MismatchError) Error() string {
 	w, g := e.Want, e.Got
 	add("sequence", w.Seq, g.Seq)
 	add("collective", w.Coll, g.Coll)
-	add("algorithm", w.Algo, g.Algo)
+	if w.Algo != g.Algo {
+		add("algorithm", algorithmName(w.Coll, w.Algo), algorithmName(g.Coll, g.Algo))
+	}
 	add("count", w.Count, g.Count)
 	add("dtype", w.DType, g.DType)
 	add("op", w.Op, g.Op)
@@ -79,8 +95,12 @@ func (e *MismatchError) Error() string {
 	add("communicator", w.Comm, g.Comm)
 	add("step", w.Step, g.Step)
 	add("message bytes", w.Len, g.Len)
-	return fmt.Sprintf("message from rank %d does not match this rank's operation (%s); every rank must call the same collectives in the same order with the same count, dtype, op and root",
-		e.Peer, strings.Join(diff, "; "))
+	what := "count, dtype, op and root"
+	if w.Algo != g.Algo && w.Coll == g.Coll {
+		what = "algorithm (Options.Algorithm, Comm.SetAlgorithm), count, dtype, op and root"
+	}
+	return fmt.Sprintf("message from rank %d does not match this rank's operation (%s); every rank must call the same collectives in the same order with the same %s",
+		e.Peer, strings.Join(diff, "; "), what)
 }
 
 // Is makes errors.Is(err, ErrMismatch) true.

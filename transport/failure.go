@@ -120,10 +120,12 @@ type NoticePeeker interface {
 // collective calls of one communicator with the same sequence number, they
 // must agree on the collective, count, data type, op and root. Algorithms
 // set Step, Len and Algo per message, and point-to-point messages and
-// other communicators' number their calls apart, so those never disagree.
+// other communicators' number their calls apart, so those never disagree;
+// nor does a header that names no collective (a wait's, where the transport
+// could not tell which call it belongs to).
 func SameCall(want, got Header) bool {
 	if got.Seq != want.Seq || got.Comm != want.Comm || got.Coll == CollSendRecv || want.Coll == CollSendRecv ||
-		got.Coll == CollAbort || want.Coll == 0 {
+		got.Coll == CollAbort || want.Coll == 0 || got.Coll == 0 {
 		return true
 	}
 	return got.Coll == want.Coll && got.Count == want.Count && got.DType == want.DType && got.Op == want.Op && got.Root == want.Root

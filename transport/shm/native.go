@@ -262,6 +262,24 @@ func (t *Transport) nextHalf(size int) func(*segment) []byte {
 	return func(s *segment) []byte { return s.mem[area : area+size] }
 }
 
+// otherAlgorithm is a *transport.MismatchError when late peer pr runs this
+// call with another algorithm: the native all-reduce sends nothing through
+// the rings, so a message of this call's number waiting in pr's ring says
+// that pr runs the call over the rings (its algorithm was set apart), and
+// waits there for this rank, which waits at the barrier for it.
+func (t *Transport) otherAlgorithm(pr *peer) error {
+	want, err := transport.Decode(t.native.hdr[:])
+	if err != nil || want.Coll == 0 { // Connect's store timing: no call
+		return nil
+	}
+	got, ok := pr.peek()
+	if !ok || got.Seq != want.Seq || got.Comm != want.Comm || got.Coll == transport.CollAbort {
+		return nil
+	}
+	want.Step, want.Len = got.Step, got.Len // per message
+	return &transport.MismatchError{Peer: pr.rank, Want: want, Got: got}
+}
+
 // firstBarrier is a call's first barrier, on the word in its slot, after
 // which it compares every peer's header in the slot with h.
 func (t *Transport) firstBarrier(ctx context.Context, h transport.Header, slot uint64) error {
@@ -322,7 +340,7 @@ func (t *Transport) barrier(ctx context.Context, off int) error {
 	t.wakePeers()
 	next := 0 // peers below next have arrived
 	touch := t.native.touch
-	n := note{op: opBarrier}
+	n := note{op: opBarrier, hb: t.native.hdr[:]} // the call's (zero in Connect's store timing)
 	ready := func() bool {
 		for ; next < len(t.peers); next++ {
 			pr := t.peers[next]
@@ -346,6 +364,11 @@ func (t *Transport) barrier(ctx context.Context, off int) error {
 				late = pr
 				if err := pr.gone(live); err != nil {
 					return err
+				}
+				if live {
+					if err := t.otherAlgorithm(pr); err != nil {
+						return err
+					}
 				}
 			}
 		}

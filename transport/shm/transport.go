@@ -317,6 +317,11 @@ func (t *Transport) Peek(peer int) (transport.Header, bool) {
 		return transport.Header{}, false
 	}
 	defer t.mu.RUnlock()
+	return pr.peek()
+}
+
+// peek is Peek for a caller that holds t.mu.
+func (pr *peer) peek() (transport.Header, bool) {
 	r := &pr.in
 	tail := r.tail.Load()
 	if pr.reading.Load() || r.head.Load()-tail < transport.HeaderSize {

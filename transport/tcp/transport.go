@@ -269,8 +269,11 @@ func (pr *peer) fail(err error) {
 	pr.errMu.Unlock()
 	// Once the sockets are closed here, nothing is left to look at: note
 	// now whether the peer died (Dead reports it), whatever broke the
-	// connection on this side.
-	if !pr.dead.Load() {
+	// connection on this side. Not after a mismatch: the peer just spoke,
+	// and the unread rest of its message stands where inspect looks for
+	// message headers, so the notice it sends when it gives up in turn
+	// (before it closes) would go unseen, and the close taken for a death.
+	if !pr.dead.Load() && !errors.As(err, new(*transport.MismatchError)) {
 		if _, died := pr.inspect(); died {
 			pr.dead.Store(true)
 		}
