@@ -273,8 +273,8 @@ func (t *Transport) otherAlgorithm(pr *peer) error {
 		return nil
 	}
 	got, ok := pr.peek()
-	if !ok || got.Seq != want.Seq || got.Comm != want.Comm || got.Coll == transport.CollAbort {
-		return nil
+	if !ok || got.Seq != want.Seq || got.Comm != want.Comm || got.Coll == transport.CollAbort || got.Coll == transport.CollSendRecv {
+		return nil // point-to-point messages number themselves per peer
 	}
 	want.Step, want.Len = got.Step, got.Len // per message
 	return &transport.MismatchError{Peer: pr.rank, Want: want, Got: got}
