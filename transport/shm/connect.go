@@ -91,6 +91,7 @@ func (t *Transport) Connect(ctx context.Context, store bootstrap.Store) (err err
 	if err := t.chooseStores(ctx); err != nil {
 		return fmt.Errorf("shm: rank %d connect: %w", t.cfg.Rank, err)
 	}
+	t.watchExits()
 	t.connected.Store(true)
 	return nil
 }

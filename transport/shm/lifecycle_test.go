@@ -142,6 +142,55 @@ func TestDeadPeerDetected(t *testing.T) {
 	}
 }
 
+// A peer's process that exits without closing its transport (SIGKILL) is
+// seen at once by a Recv, a Send into a full ring and the native
+// all-reduce that wait on it (its pidfd), not at the next liveness check,
+// here 30 s away.
+func TestPeerExitSeenAtOnce(t *testing.T) {
+	ops := map[string]func(ctx context.Context, tr *Transport) error{
+		"recv": func(ctx context.Context, tr *Transport) error {
+			return tr.Recv(ctx, 1, transport.Header{}, make([]byte, 8))
+		},
+		"send": func(ctx context.Context, tr *Transport) error {
+			return tr.Send(ctx, 1, transport.Header{}, make([]byte, 4*MinRingBytes))
+		},
+		"allreduce": func(ctx context.Context, tr *Transport) error {
+			h := transport.Header{Count: 2, DType: reduce.Float32, Op: reduce.Sum}
+			return tr.AllReduce(ctx, h, make([]byte, 8), make([]byte, 8))
+		},
+	}
+	for name, op := range ops {
+		t.Run(name, func(t *testing.T) {
+			ts := local(t, 2, Config{Dir: segDir(t), RingBytes: MinRingBytes, LivenessInterval: 30 * time.Second})
+			child := exec.Command("sleep", "30")
+			if err := child.Start(); err != nil {
+				t.Skip(err)
+			}
+			defer child.Wait()
+			// Rank 1 "runs" in the child: watch that process instead.
+			pr := ts[0].peers[1]
+			pr.pid, pr.checkPid = child.Process.Pid, true
+			ts[0].watchExits()
+			if ts[0].exits.done == nil {
+				t.Skip("no pidfd on this kernel")
+			}
+			killed := make(chan time.Time, 1)
+			time.AfterFunc(200*time.Millisecond, func() { killed <- time.Now(); child.Process.Kill() })
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			err := op(ctx, ts[0])
+			took := time.Since(<-killed)
+			if !errors.Is(err, transport.ErrPeerGone) || !strings.Contains(err.Error(), "exited without closing") {
+				t.Fatalf("%s waiting on a killed peer returned %v, want its exit (transport.ErrPeerGone)", name, err)
+			}
+			if took > time.Second {
+				t.Errorf("the exit was seen %v after the kill; the liveness check is 30 s away, the watch should see it at once", took)
+			}
+			t.Logf("%s: seen %v after the kill", name, took)
+		})
+	}
+}
+
 // A rank that waits with nothing arriving sleeps instead of spinning: over
 // a 400 ms wait the process uses well under half a core.
 func TestIdleWaitSleeps(t *testing.T) {

@@ -51,6 +51,8 @@ type Transport struct {
 	// Which of this rank's wait records are taken, and which of those
 	// hold a wait that failed (ping.go).
 	waitUsed, waitFailed atomic.Uint32
+
+	exits exitWatch // the peers' processes (exits.go)
 }
 
 // peer is the two rings with one other rank.
@@ -67,6 +69,7 @@ type peer struct {
 	inWait, outWait spin.Budget
 
 	broken  atomic.Bool
+	exited  atomic.Bool // its process exited (exits.go)
 	reading atomic.Bool // a Recv is reading in: Peek keeps out
 	errMu   sync.Mutex
 	err     error
@@ -130,6 +133,7 @@ func (t *Transport) Close() error {
 	defer t.native.mu.Unlock()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.stopExits() // it wakes waiters in the segments
 	var errs []error
 	for _, s := range t.segs {
 		if s != nil {
@@ -210,7 +214,7 @@ func (pr *peer) gone(live bool) error {
 		return fmt.Errorf("%w: rank %d (pid %d) closed its transport: it finished, or aborted after an error of its own",
 			transport.ErrPeerGone, pr.rank, pr.pid)
 	}
-	if live && pr.checkPid && !alive(pr.pid) {
+	if pr.exited.Load() || live && pr.checkPid && !alive(pr.pid) {
 		return fmt.Errorf("%w: rank %d (pid %d) exited without closing its transport: it crashed or was killed",
 			transport.ErrPeerGone, pr.rank, pr.pid)
 	}
@@ -232,7 +236,7 @@ func (t *Transport) Dead() []int {
 			continue
 		}
 		_, aborted := pr.seg.abortReason()
-		if (pr.seg.closed() && !aborted) || (pr.checkPid && !alive(pr.pid)) {
+		if (pr.seg.closed() && !aborted) || pr.exited.Load() || (pr.checkPid && !alive(pr.pid)) {
 			dead = append(dead, pr.rank)
 		}
 	}
