@@ -32,17 +32,25 @@ func tcpComms(t *testing.T, n int, opts Options) []*Comm {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs := make([]*Comm, n)
-	for r, tr := range ts {
-		if cs[r], err = New(tr, opts); err != nil {
-			t.Fatal(err)
-		}
-	}
+	return commsOver(t, ts, opts)
+}
+
+// commsOver makes a communicator over each of ts, closed when t ends.
+func commsOver[T transport.Transport](t *testing.T, ts []T, opts Options) []*Comm {
+	t.Helper()
+	cs := make([]*Comm, 0, len(ts))
 	t.Cleanup(func() {
 		for _, c := range cs {
 			c.Close()
 		}
 	})
+	for _, tr := range ts {
+		c, err := New(tr, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, c)
+	}
 	return cs
 }
 
@@ -73,14 +81,7 @@ func shmComms(t *testing.T, n int, opts Options) []*Comm {
 	if err != nil {
 		t.Skip(err)
 	}
-	cs := make([]*Comm, n)
-	for r, tr := range ts {
-		if cs[r], err = New(tr, opts); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cs[r].Close() })
-	}
-	return cs
+	return commsOver(t, ts, opts)
 }
 
 // Every kind of disagreement between ranks gives every rank an error that

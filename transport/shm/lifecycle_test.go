@@ -102,24 +102,28 @@ func TestReclaimStaleSegments(t *testing.T) {
 	}
 }
 
+// waitsOnRank1 are the operations of rank 0 (of 2, with rings of
+// MinRingBytes) that wait on rank 1: a Recv, a Send into a full ring and
+// the native all-reduce.
+var waitsOnRank1 = map[string]func(ctx context.Context, tr *Transport) error{
+	"recv": func(ctx context.Context, tr *Transport) error {
+		return tr.Recv(ctx, 1, transport.Header{}, make([]byte, 8))
+	},
+	"send": func(ctx context.Context, tr *Transport) error {
+		return tr.Send(ctx, 1, transport.Header{}, make([]byte, 4*MinRingBytes))
+	},
+	"allreduce": func(ctx context.Context, tr *Transport) error {
+		h := transport.Header{Count: 2, DType: reduce.Float32, Op: reduce.Sum}
+		return tr.AllReduce(ctx, h, make([]byte, 8), make([]byte, 8))
+	},
+}
+
 // A peer whose process is gone without closing (a crash) is reported while
 // a Recv, a Send into a full ring and the native all-reduce wait for it, well
 // before their deadlines.
 func TestDeadPeerDetected(t *testing.T) {
 	dead := deadPid(t)
-	ops := map[string]func(ctx context.Context, tr *Transport) error{
-		"recv": func(ctx context.Context, tr *Transport) error {
-			return tr.Recv(ctx, 1, transport.Header{}, make([]byte, 8))
-		},
-		"send": func(ctx context.Context, tr *Transport) error {
-			return tr.Send(ctx, 1, transport.Header{}, make([]byte, 4*MinRingBytes))
-		},
-		"allreduce": func(ctx context.Context, tr *Transport) error {
-			h := transport.Header{Count: 2, DType: reduce.Float32, Op: reduce.Sum}
-			return tr.AllReduce(ctx, h, make([]byte, 8), make([]byte, 8))
-		},
-	}
-	for name, op := range ops {
+	for name, op := range waitsOnRank1 {
 		t.Run(name, func(t *testing.T) {
 			ts := local(t, 2, Config{Dir: segDir(t), RingBytes: MinRingBytes, LivenessInterval: 20 * time.Millisecond})
 			pr := ts[0].peers[1]
@@ -147,19 +151,7 @@ func TestDeadPeerDetected(t *testing.T) {
 // all-reduce that wait on it (its pidfd), not at the next liveness check,
 // here 30 s away.
 func TestPeerExitSeenAtOnce(t *testing.T) {
-	ops := map[string]func(ctx context.Context, tr *Transport) error{
-		"recv": func(ctx context.Context, tr *Transport) error {
-			return tr.Recv(ctx, 1, transport.Header{}, make([]byte, 8))
-		},
-		"send": func(ctx context.Context, tr *Transport) error {
-			return tr.Send(ctx, 1, transport.Header{}, make([]byte, 4*MinRingBytes))
-		},
-		"allreduce": func(ctx context.Context, tr *Transport) error {
-			h := transport.Header{Count: 2, DType: reduce.Float32, Op: reduce.Sum}
-			return tr.AllReduce(ctx, h, make([]byte, 8), make([]byte, 8))
-		},
-	}
-	for name, op := range ops {
+	for name, op := range waitsOnRank1 {
 		t.Run(name, func(t *testing.T) {
 			ts := local(t, 2, Config{Dir: segDir(t), RingBytes: MinRingBytes, LivenessInterval: 30 * time.Second})
 			child := exec.Command("sleep", "30")
