@@ -314,3 +314,20 @@ func TestNativeSleeperWoken(t *testing.T) {
 		}
 	}
 }
+
+// Dead names a peer whose process exited without closing its transport,
+// not one that aborted (its notice says why) and then exited, as a failing
+// rank of a job does at once: the exit watch sees that exit while the
+// other ranks still diagnose the same failure, and a rank named dead there
+// hid the stopped rank that caused it (TestStopWorker/shm, 1 run in 2).
+func TestDeadAfterExit(t *testing.T) {
+	ts := local(t, 3, Config{Dir: segDir(t)})
+	if err := ts[1].Abort("rank 1: gave up"); err != nil {
+		t.Fatal(err)
+	}
+	ts[0].peers[1].exited.Store(true) // rank 1 aborted, then its process exited
+	ts[0].peers[2].exited.Store(true) // rank 2's process exited without closing
+	if got := ts[0].Dead(); len(got) != 1 || got[0] != 2 {
+		t.Fatalf("Dead() = %v, want [2]: rank 1 aborted before it exited", got)
+	}
+}

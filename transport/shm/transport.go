@@ -223,9 +223,12 @@ func (pr *peer) gone(live bool) error {
 
 var _ transport.Prober = (*Transport)(nil)
 
-// Dead lists the peers whose process is gone, or that closed their
-// transport without an abort notice (as a socket transport sees a
-// connection closed without one).
+// Dead lists the peers whose process is gone without closing its
+// transport, or that closed it without an abort notice (as a socket
+// transport sees a connection closed without one). A peer that aborted
+// and then exited is not dead: its notice says why it gave up (and the
+// exit watch sees its exit at once, while this rank may still be
+// diagnosing the same failure).
 func (t *Transport) Dead() []int {
 	if !t.connected.Load() {
 		return nil
@@ -236,7 +239,8 @@ func (t *Transport) Dead() []int {
 			continue
 		}
 		_, aborted := pr.seg.abortReason()
-		if (pr.seg.closed() && !aborted) || pr.exited.Load() || (pr.checkPid && !alive(pr.pid)) {
+		closed := pr.seg.closed()
+		if closed && !aborted || !closed && (pr.exited.Load() || pr.checkPid && !alive(pr.pid)) {
 			dead = append(dead, pr.rank)
 		}
 	}
