@@ -55,13 +55,11 @@ func (t *Transport) watchExits() {
 // and last the stop eventfd.
 func (t *Transport) awaitExits(fds []unix.PollFd, prs []*peer) {
 	defer close(t.exits.done)
-	open := make([]int32, len(fds))
-	for i, f := range fds {
-		open[i] = f.Fd
-	}
-	defer func() {
-		for _, fd := range open {
-			unix.Close(int(fd))
+	defer func() { // the pidfds still open; stopExits closes the eventfd
+		for _, f := range fds[:len(prs)] {
+			if f.Fd >= 0 {
+				unix.Close(int(f.Fd))
+			}
 		}
 	}()
 	own := t.segs[t.cfg.Rank]
@@ -76,6 +74,7 @@ func (t *Transport) awaitExits(fds []unix.PollFd, prs []*peer) {
 			if fds[i].Fd < 0 || fds[i].Revents == 0 {
 				continue
 			}
+			unix.Close(int(fds[i].Fd))
 			fds[i].Fd = -1 // poll skips it from now on
 			left--
 			pr.exited.Store(true)

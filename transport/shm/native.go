@@ -42,7 +42,11 @@ type native struct {
 	// ns in every 8-byte call (np 2, perf: 87% of firstBarrier's samples on
 	// the load of this rank's own header word).
 	hdr [transport.HeaderSize]byte
-	own [inlineMax]byte
+	// call is the header hdr encodes, for the barrier's published wait and
+	// its check of late peers (zero before the first call: Connect's
+	// store timing).
+	call transport.Header
+	own  [inlineMax]byte
 }
 
 // SmallNativeBytes and SmallNativeBytesMany are the largest buffers the
@@ -148,6 +152,7 @@ func (t *Transport) allReduce(ctx context.Context, h transport.Header, send, rec
 	h.Len = 0
 	slot := t.native.chunks % 2
 	h.Encode(t.native.hdr[:])
+	t.native.call = h
 	copy(own.mem[slotOff(slot)+slotHeader:], t.native.hdr[:])
 	half := t.cfg.NativeBytes / 2
 	if len(send) <= min(half, smallNativeBytes(t.cfg.Size)) {
@@ -268,8 +273,8 @@ func (t *Transport) nextHalf(size int) func(*segment) []byte {
 // that pr runs the call over the rings (its algorithm was set apart), and
 // waits there for this rank, which waits at the barrier for it.
 func (t *Transport) otherAlgorithm(pr *peer) error {
-	want, err := transport.Decode(t.native.hdr[:])
-	if err != nil || want.Coll == 0 { // Connect's store timing: no call
+	want := t.native.call
+	if want.Coll == 0 { // Connect's store timing: no call
 		return nil
 	}
 	got, ok := pr.peek()
@@ -340,7 +345,7 @@ func (t *Transport) barrier(ctx context.Context, off int) error {
 	t.wakePeers()
 	next := 0 // peers below next have arrived
 	touch := t.native.touch
-	n := note{op: opBarrier, hb: t.native.hdr[:]} // the call's (zero in Connect's store timing)
+	n := note{op: opBarrier, h: &t.native.call}
 	ready := func() bool {
 		for ; next < len(t.peers); next++ {
 			pr := t.peers[next]

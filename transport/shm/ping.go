@@ -60,8 +60,7 @@ const staleBeat = 20 * sleepSlice
 type note struct {
 	op   uint32
 	peer int
-	h    *transport.Header // the operation's header, or
-	hb   []byte            // its encoding (nil for neither: a barrier of Connect)
+	h    *transport.Header // the operation's header
 }
 
 // publish writes n into a free record of this rank's segment, or else
@@ -80,11 +79,8 @@ func (t *Transport) publish(n *note) int {
 	s.u64(off + waitSince).Store(now)
 	s.u64(off + waitBeat).Store(now)
 	var hb [transport.HeaderSize]byte
-	switch {
-	case n.h != nil:
+	if n.h != nil {
 		n.h.Encode(hb[:])
-	case n.hb != nil:
-		copy(hb[:], n.hb)
 	}
 	for j := 0; j < transport.HeaderSize; j += 8 {
 		s.u64(off + waitHeader + j).Store(binary.LittleEndian.Uint64(hb[j:]))
