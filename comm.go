@@ -133,7 +133,9 @@ type Options struct {
 	// Transport names the transport FromEnv, Connect and ConnectStore
 	// build: "tcp", "shm" (every rank on one host), "nccl" (NCCL installed),
 	// "rdma" (UCX; needs the rdma build tag) or one registered with
-	// RegisterTransport (see Transports). Empty means "tcp".
+	// RegisterTransport (see Transports); AutoTransport ("auto") picks
+	// shm when every rank runs on this host, else tcp (see
+	// ChooseTransport). Empty means "tcp".
 	Transport string
 	// Streams is the number of TCP connections per peer (tcp transport).
 	// Zero means 1.

@@ -134,6 +134,13 @@ func connectStore(ctx context.Context, env bootstrap.Env, store bootstrap.Store,
 	}
 	ctx, cancel := setupContext(ctx, opts)
 	defer cancel()
+	if opts.Transport == AutoTransport {
+		var why string
+		opts.Transport, why = ChooseTransport(env, opts)
+		if env.Rank == 0 && opts.Logger != nil {
+			opts.Logger.Info("transport auto", "chose", opts.Transport, "why", why)
+		}
+	}
 	saved := opts // for the next generations (comm_elastic.go)
 	start := time.Now()
 	t, err := conn(ctx, env, store, opts)

@@ -11,6 +11,7 @@ import (
 	"github.com/collkit/collkit/bootstrap"
 	"github.com/collkit/collkit/transport"
 	"github.com/collkit/collkit/transport/nccl"
+	"github.com/collkit/collkit/transport/shm"
 	"github.com/collkit/collkit/transport/tcp"
 )
 
@@ -93,10 +94,68 @@ func Transports() []string {
 	return names
 }
 
+// AutoTransport is the name under which Options.Transport (and
+// collbench's --transport, whose default it is) lets ChooseTransport pick
+// the transport of the job.
+const AutoTransport = "auto"
+
+// ChooseTransport is the transport AutoTransport runs on, and why: "shm"
+// when every rank of the job runs on this host (env.LocalSize equals
+// env.Size, as launchers set it), shared memory works here, its directory
+// could hold the job's segments twice over, and opts sets nothing only
+// TCP has (Streams, TLS, TCPCongestion, SpinWait, simulated nodes, NCCL
+// inside nodes); "tcp" otherwise. So mpirun and NCCL move data between
+// the ranks of one host. It looks only at what every rank of a job sees
+// alike, so they all choose the same. A directory that is large enough
+// but full fails at connect, with the error of the rank that found it so
+// (set "tcp" then, or free it).
+func ChooseTransport(env bootstrap.Env, opts Options) (name, why string) {
+	var tcpOnly string
+	switch {
+	case opts.Streams > 1:
+		tcpOnly = fmt.Sprintf("Streams %d", opts.Streams)
+	case opts.TLS != nil:
+		tcpOnly = "TLS"
+	case opts.TCPCongestion != "":
+		tcpOnly = "TCPCongestion " + opts.TCPCongestion
+	case opts.SpinWait != 0:
+		tcpOnly = fmt.Sprintf("SpinWait %v", opts.SpinWait)
+	case opts.SimulatedNodes > 0:
+		tcpOnly = fmt.Sprintf("%d simulated nodes", opts.SimulatedNodes)
+	case opts.IntraNode == "nccl":
+		tcpOnly = "NCCL inside nodes"
+	}
+	if tcpOnly != "" {
+		return "tcp", tcpOnly + " asks for TCP"
+	}
+	if env.LocalSize != env.Size || env.Size < 1 {
+		return "tcp", fmt.Sprintf("the job's %d ranks are not all on this host (the launcher says %d)", env.Size, env.LocalSize)
+	}
+	if err := shmAvailable(); err != nil {
+		return "tcp", err.Error()
+	}
+	need, err := shm.JobBytes(shm.Config{Size: env.Size})
+	if err != nil {
+		return "tcp", err.Error()
+	}
+	total, _, err := shm.Room(shm.DefaultDir)
+	if err != nil {
+		return "tcp", fmt.Sprintf("shm: %s: %v", shm.DefaultDir, err)
+	}
+	if total < 2*int64(need) {
+		return "tcp", fmt.Sprintf("%s holds %d MiB, and shared memory for %d ranks takes %d MiB", shm.DefaultDir, total>>20, env.Size, need>>20)
+	}
+	return "shm", fmt.Sprintf("all %d ranks on this host", env.Size)
+}
+
 // TransportAvailable returns nil when the named transport can run in this
-// build on this machine, an error wrapping ErrTransportUnavailable that says
-// why not, or one wrapping ErrBadArgument for a name no build knows.
+// build on this machine (AutoTransport always can), an error wrapping
+// ErrTransportUnavailable that says why not, or one wrapping ErrBadArgument
+// for a name no build knows.
 func TransportAvailable(name string) error {
+	if name == AutoTransport {
+		return nil
+	}
 	e, err := findTransport(name)
 	if err != nil {
 		return err

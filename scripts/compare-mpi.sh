@@ -20,8 +20,10 @@
 #                            have none; barrier is one row of 0 bytes),
 #   COLL_NP=4 COLL_SIZES="16 1M"                        over tcp
 #   HEADLINE=5               alternating runs of the default command,
-#                            collbench --algo ring --size 16384 (np 4),
-#                            against Open MPI's 16 KiB all-reduce (0: none)
+#                            collbench --algo ring --size 16384 (np 4,
+#                            --transport auto: shm on one host), against
+#                            Open MPI's 16 KiB all-reduce over vader, and
+#                            both over tcp (0: none)
 #   FLOOR=1                  at 2 ranks, also scripts/floor.c each round:
 #                            two bare processes exchanging 8 bytes, the
 #                            least any 2-rank all-reduce can cost (0: not)
@@ -202,24 +204,31 @@ for rep in $(seq 1 "$reps"); do
   done
 done
 
-# The headline: the command a new user runs first, as it is (Open MPI from
-# 8 KiB, so that its 16 KiB row is not its first; see mpi above).
+# The headline: the command a new user runs first, as it is, against Open
+# MPI's all-reduce as it is (btl vader on one host, which is what mpirun
+# takes there; collbench's --transport auto takes shm), then both over TCP
+# (Open MPI from 8 KiB, so that its 16 KiB row is not its first; see mpi
+# above).
 for rep in $(seq 1 "$HEADLINE"); do
   [ -z "${TABLE_ONLY:-}" ] || break
-  echo "== headline $rep/$HEADLINE: collbench --algo ring --size 16384, then Open MPI" >&2
-  mark=$(stolen)
-  "$out/collbench" --algo ring --size 16384 -q |
-    awk '$1 == 16384 { print "headline collkit", $6 }' >>"$raw"
-  steal_since "$mark" collkit
-  mark=$(stolen)
-  bash "$peers/mpi-colls.sh" allreduce 4 8192 16384 20 tcp |
-    awk '$1 == 16384 { print "headline mpi", $2 }' >>"$raw"
-  steal_since "$mark" mpi
+  for tr in default tcp; do
+    echo "== headline $rep/$HEADLINE ($tr): collbench --algo ring --size 16384, then Open MPI" >&2
+    key=headline; btl=vader; more=()
+    if [ "$tr" = tcp ]; then key=headline-tcp; btl=tcp; more=(--transport tcp); fi
+    mark=$(stolen)
+    "$out/collbench" --algo ring --size 16384 -q "${more[@]}" |
+      awk -v k="$key" '$1 == 16384 { print k, "collkit", $6 }' >>"$raw"
+    steal_since "$mark" collkit
+    mark=$(stolen)
+    bash "$peers/mpi-colls.sh" allreduce 4 8192 16384 20 "$btl" |
+      awk -v k="$key" '$1 == 16384 { print k, "mpi", $2 }' >>"$raw"
+    steal_since "$mark" mpi
+  done
 done
 
 # Medians over the rounds, then per row: Open MPI, collkit's best algorithm,
 # ring and adaptive (all-reduce) and the ratios.
-{ grep -v -e '^headline ' -e '^floor ' -e '^steal ' "$raw" || true; } | sort -k1,1 -k2,2 -k3,3 -k4,4n -k5,5n -k6,6 -k7,7g | awk '
+{ grep -v -e '^headline' -e '^floor ' -e '^steal ' "$raw" || true; } | sort -k1,1 -k2,2 -k3,3 -k4,4n -k5,5n -k6,6 -k7,7g | awk '
   function flush() {
     if (key == "") return
     med[key] = vals[int((n + 1) / 2)]
@@ -260,13 +269,17 @@ done
   { ip = $10 == "-" ? "-" : us($10) " (" $11 ")"
     printf "| %s | %s | %s | %s | %s | %s (%s) | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, size($4), us($5), us($6), $7, ratio($6, $5), us($8), ratio($8, $5), us($9), ratio($9, $5), ip, ratio($10, $5) }
 ' | tee "$out/table.md"
-{ grep '^headline ' "$raw" || true; } | sort -k2,2 -k3,3g | awk '
-  { v[$2] = v[$2] " " $3; n[$2]++; all[$2, n[$2]] = $3 }
-  END {
-    if (!n["collkit"] || !n["mpi"]) exit
-    c = all["collkit", int((n["collkit"] + 1) / 2)]; m = all["mpi", int((n["mpi"] + 1) / 2)]
-    printf "\nHeadline, `collbench --algo ring --size 16384` (np 4, every default): collkit %.1f us, Open MPI %.1f us, ratio %.2f (medians of %d alternating runs; collkit:%s; Open MPI:%s)\n", c, m, c / m, n["collkit"], v["collkit"], v["mpi"]
-  }' | tee -a "$out/table.md"
+for key in headline headline-tcp; do
+  { grep "^$key " "$raw" || true; } | sort -k2,2 -k3,3g | awk -v k="$key" '
+    { v[$2] = v[$2] " " $3; n[$2]++; all[$2, n[$2]] = $3 }
+    END {
+      if (!n["collkit"] || !n["mpi"]) exit
+      c = all["collkit", int((n["collkit"] + 1) / 2)]; m = all["mpi", int((n["mpi"] + 1) / 2)]
+      if (k == "headline") what = "`collbench --algo ring --size 16384` (np 4, every default: --transport auto, shm here) against Open MPI as mpirun runs it (btl vader on one host)"
+      else what = "the same over TCP, `--transport tcp` against btl tcp"
+      printf "\nHeadline, %s: collkit %.1f us, Open MPI %.1f us, ratio %.2f (medians of %d alternating runs; collkit:%s; Open MPI:%s)\n", what, c, m, c / m, n["collkit"], v["collkit"], v["mpi"]
+    }' | tee -a "$out/table.md"
+done
 { grep '^floor ' "$raw" || true; } | sort -k2,2 -k3,3g | awk '
   { v[$2] = v[$2] " " $3; n[$2]++; all[$2, n[$2]] = $3 }
   END {

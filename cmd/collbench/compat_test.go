@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/collkit/collkit"
 	"github.com/collkit/collkit/algo/adaptive"
 	"github.com/collkit/collkit/bench"
 	"github.com/collkit/collkit/bootstrap"
@@ -223,7 +224,7 @@ func TestPreflight(t *testing.T) {
 	if err := table.Save(tuning); err != nil {
 		t.Fatal(err)
 	}
-	o, _ = parse(t, "--algo", "adaptive", "--tuning", tuning)
+	o, _ = parse(t, "--algo", "adaptive", "--tuning", tuning, "--transport", "tcp")
 	if err := preflight(o, 2, 2, meminfo); err != nil {
 		t.Errorf("a table made for 2 ranks over tcp, run at 2 over tcp: %v", err)
 	}
@@ -326,5 +327,35 @@ func TestMatrixNoFakeFit(t *testing.T) {
 	}
 	if !strings.Contains(out, "time = the slowest rank's mean (-a 3)") {
 		t.Errorf("the summary does not name its statistic:\n%s", out)
+	}
+}
+
+// --transport auto, the default, runs shared memory for the ranks collbench
+// launches on this host and TCP when a flag asks for TCP, and the header
+// says which and why.
+func TestTransportAuto(t *testing.T) {
+	if err := collkit.TransportAvailable("shm"); err != nil {
+		t.Skip(err)
+	}
+	cases := []struct {
+		args      []string
+		want, why string
+	}{
+		{nil, "shm", "all 4 ranks on this host"},
+		{[]string{"--np", "2"}, "shm", "all 2 ranks on this host"},
+		{[]string{"--streams", "2"}, "tcp", "Streams 2 asks for TCP"},
+		{[]string{"--spin-wait", "0"}, "tcp", "SpinWait"},
+		{[]string{"--algo", "hierarchical", "--nodes", "2"}, "tcp", "2 simulated nodes"},
+		{[]string{"--transport", "tcp"}, "tcp", ""},
+	}
+	for _, c := range cases {
+		o, err := parse(t, c.args...)
+		if err != nil || len(o.transports) != 1 || o.transports[0] != c.want || !strings.Contains(o.autoWhy, c.why) || c.why == "" && o.autoWhy != "" {
+			t.Errorf("%v: transports %v (%q), err %v; want %s (%s)", c.args, o.transports, o.autoWhy, err, c.want, c.why)
+		}
+	}
+	out := runOK(t, "--np", "2", "--size", "64", "-n", "2", "-w", "0")
+	if !strings.Contains(out, "allreduce over shm") || !strings.Contains(out, "# transport shm (--transport auto: all 2 ranks on this host") {
+		t.Errorf("the header does not say that auto chose shm, and why:\n%s", out)
 	}
 }

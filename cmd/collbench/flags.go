@@ -1,9 +1,11 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -61,7 +63,8 @@ func defineFlags(fs *pflag.FlagSet, o *options, c *compatFlags, raw *rawFlags) {
 	fs.BoolVar(&o.interleave, "interleave", false, "with several --algo: measure size by size, every algorithm in turn at each size, so that drift of a noisy machine hits them alike (tables print at the end)")
 	fs.IntVar(&o.rounds, "rounds", 1, "with --interleave: repeat the sweep this many times and keep each size's median (tune: default 3)")
 	fs.StringVar(&o.tuningIn, "tuning", "", "tuning file from 'collbench tune' for --algo adaptive (default $COLLKIT_TUNING)")
-	fs.StringVar(&raw.transports, "transport", "tcp", "transport, a comma-separated list, or all: "+strings.Join(collkit.Transports(), ", "))
+	fs.StringVar(&raw.transports, "transport", collkit.AutoTransport, "transport, a comma-separated list, or all: "+strings.Join(collkit.Transports(), ", ")+
+		"; auto: shm when every rank is on this host, else tcp")
 	fs.IntVar(&o.np, "np", 4, "ranks to launch on this machine when no launcher set RANK/WORLD_SIZE (with --transport nccl: the number of GPUs)")
 	fs.StringVar(&o.mem, "mem", "", "where --transport nccl's buffers live: device (GPU memory, the default; the timed loop copies nothing, as nccl-tests) or host (host memory staged through the GPU on every call)")
 	fs.StringVar(&o.store, "store", "", "with --np: the ranks meet in this store instead of one collbench hosts, etcd://host:port[,host:port...][/prefix] (under another launcher set COLLKIT_STORE)")
@@ -111,6 +114,9 @@ func interpret(fs *pflag.FlagSet, o options, c compatFlags, raw rawFlags) (optio
 		return o, err
 	}
 	o.npSet = fs.Changed("np")
+	if transports == collkit.AutoTransport {
+		transports, o.autoWhy = chooseTransport(o)
+	}
 	o.interleave = o.interleave || o.tune || o.rounds > 1 // tune compares its candidates size by size
 	if o.tune && !fs.Changed("rounds") {
 		o.rounds = 3
@@ -353,4 +359,20 @@ func storeURLErr(s string) error {
 	}
 	_, err := bootstrap.ParseStoreURL(s)
 	return err
+}
+
+// chooseTransport resolves --transport auto as the library does
+// (collkit.ChooseTransport) for the job this run is part of: the ranks
+// collbench launches (--np), or those of the launcher that started it.
+func chooseTransport(o options) (name, why string) {
+	env, err := bootstrap.FromEnv(os.Getenv)
+	if err != nil { // collbench launches the ranks, all on this host
+		env = bootstrap.Env{Size: o.np, LocalSize: o.np}
+	}
+	opts := collkit.Options{Streams: o.streams, TCPCongestion: o.congestion, SpinWait: spinWait(o.spinWait),
+		SimulatedNodes: o.nodes, IntraNode: o.intra}
+	if o.tls != (tlsFiles{}) {
+		opts.TLS = new(tls.Config) // only whether it is set counts
+	}
+	return collkit.ChooseTransport(env, opts)
 }

@@ -75,6 +75,9 @@ func writeRunHeader(w io.Writer, opts options, env bootstrap.Env, ranks []string
 	fmt.Fprintf(w, "# collbench (collkit %s): %s over %s, algorithms %s; %d ranks, %d on this host\n",
 		bench.CurrentEnvironment().CollkitVersion, opts.coll, strings.Join(opts.transports, ","), strings.Join(opts.algos, ","),
 		env.Size, max(env.LocalSize, 1))
+	if opts.autoWhy != "" {
+		fmt.Fprintf(w, "# transport %s (--transport auto: %s; --transport tcp or shm to choose)\n", opts.transports[0], opts.autoWhy)
+	}
 	step := fmt.Sprintf("%d(factor)", max(cfg.StepFactor, 2))
 	if cfg.StepBytes > 0 {
 		step = fmt.Sprintf("%d(bytes)", cfg.StepBytes)

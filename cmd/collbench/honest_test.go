@@ -72,7 +72,7 @@ func TestHeaderTimeColumnAndNA(t *testing.T) {
 		t.Fatal(err)
 	}
 	stdout, stderr, code := collbench(t, nil, "compare", otherPath, jsonPath)
-	if code != 1 || !strings.Contains(stdout, "only in the baseline (closest in the new results: allreduce/ring/tcp/2r, with 2 ranks, not 4)") ||
+	if code != 1 || !strings.Contains(stdout, "only in the baseline (closest in the new results: allreduce/ring/shm/2r, with 2 ranks, not 4)") ||
 		!strings.Contains(stdout, "NOTHING COMPARED") || !strings.Contains(stderr, "nothing in common") {
 		t.Fatalf("compare np 4 with np 2: exit %d\n%s\n%s", code, stdout, stderr)
 	}

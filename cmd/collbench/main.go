@@ -37,6 +37,7 @@ type options struct {
 	tuningIn       string        // --tuning: tuning file for adaptive
 	tuneOut        string        // tune --output
 	transports     []string      // --transport, expanded to those that can run here
+	autoWhy        string        // why --transport auto chose transports[0]
 	skipped        []unavailable // --transport names that cannot run here, with why
 	np             int
 	npSet          bool

@@ -139,7 +139,7 @@ func TestBadInput(t *testing.T) {
 		{"old -t", nil, []string{"-t", "shm"}, "--transport shm"},
 		{"old -a", nil, []string{"-a", "tree"}, "--algo tree"},
 		{"more memory than -M", nil, []string{"--size", "64M", "-M", "1M"}, "more than -M 1.0 MiB allows"},
-		{"tuning for other ranks", nil, []string{"--algo", "adaptive", "--tuning", tuningFor(t, 2), "--np", "3"}, "no entry for 3 ranks over tcp"},
+		{"tuning for other ranks", nil, []string{"--algo", "adaptive", "--tuning", tuningFor(t, 2), "--np", "3", "--transport", "tcp"}, "no entry for 3 ranks over tcp"},
 		{"unknown flag", nil, []string{"--frobnicate"}, "unknown flag"},
 		{"bad RANK", []string{"RANK=x", "WORLD_SIZE=2"}, []string{"--size", "64"}, "RANK"},
 		{"unreachable MASTER_ADDR", []string{"RANK=1", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + closedPort(t)},

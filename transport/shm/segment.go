@@ -82,6 +82,27 @@ func (l layout) data(sender int) int { return l.dataStart() + sender*l.ringBytes
 func (l layout) native() int         { return l.dataStart() + l.size*l.ringBytes }
 func (l layout) total() int          { return l.native() + l.nativeBytes }
 
+// JobBytes is how much of the segment directory a job of cfg.Size ranks
+// with cfg's ring and native sizes takes: every rank's segment.
+func JobBytes(cfg Config) (int, error) {
+	cfg.Rank = 0
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return 0, err
+	}
+	return c.Size * layout{size: c.Size, ringBytes: c.RingBytes, nativeBytes: c.NativeBytes}.total(), nil
+}
+
+// Room is the size of the file system at dir and what of it is free, in
+// bytes.
+func Room(dir string) (total, free int64, err error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, 0, err
+	}
+	return int64(st.Blocks) * st.Bsize, int64(st.Bavail) * st.Bsize, nil
+}
+
 // segment is one mapped segment file.
 type segment struct {
 	path string
@@ -124,6 +145,12 @@ func createSegment(path string, rank int, l layout) (*segment, error) {
 	}
 	if err := unix.Ftruncate(fd, int64(l.total())); err != nil {
 		return fail("sizing", err)
+	}
+	// Take the pages now: a tmpfs too full for them then fails here, with
+	// this error, rather than with SIGBUS at the first message that
+	// touches one (a container's 64 MiB /dev/shm, for example).
+	if err := unix.Fallocate(fd, 0, 0, int64(l.total())); err != nil && err != unix.EOPNOTSUPP {
+		return fail("allocating", err)
 	}
 	mem, err := unix.Mmap(fd, 0, l.total(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {

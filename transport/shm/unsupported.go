@@ -23,6 +23,12 @@ func Local(context.Context, int, Config) ([]*Transport, error) { return nil, Err
 // Reclaim returns ErrUnsupported.
 func Reclaim(string) ([]string, error) { return nil, ErrUnsupported }
 
+// JobBytes is the shared memory a job takes; not on this platform.
+func JobBytes(Config) (int, error) { return 0, ErrUnsupported }
+
+// Room is the size of the segment directory; not on this platform.
+func Room(string) (total, free int64, err error) { return 0, 0, ErrUnsupported }
+
 func (*Transport) Connect(context.Context, bootstrap.Store) error { return ErrUnsupported }
 func (*Transport) Send(context.Context, int, transport.Header, []byte) error {
 	return ErrUnsupported
