@@ -13,7 +13,7 @@
 # any trial failed.
 #
 #   scripts/stall-trials.sh [TRIALS=15] [NP=4]
-#   ALGOS="ring tree" TIMEOUT=5s ARGS="-b 1M -e 1M -n 100000" KEEP=dir scripts/stall-trials.sh 30
+#   ALGOS="ring tree" TIMEOUT=5s ARGS="--transport tcp -b 1M -e 1M -n 100000" KEEP=dir scripts/stall-trials.sh 30
 #   ALGOS="ring tree native" ARGS="--transport shm -b 1M -e 1M -n 100000" scripts/stall-trials.sh 15
 # KEEP, when set, is a directory that gets every trial's stderr.
 set -uo pipefail
@@ -25,7 +25,7 @@ TRIALS=${1:-15}
 NP=${2:-4}
 TIMEOUT=${TIMEOUT:-5s}
 ALGOS=${ALGOS:-ring}
-ARGS=${ARGS:--b 1M -e 1M -n 100000}
+ARGS=${ARGS:---transport tcp -b 1M -e 1M -n 100000}
 timeout_s=${TIMEOUT%s}
 report_limit=$(awk -v t="$timeout_s" 'BEGIN { print t + 2 * 2 + 2 }')
 launcher_limit=$(awk -v t="$timeout_s" 'BEGIN { print 2 * t + 2 * 2 + 5 }')

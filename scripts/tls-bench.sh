@@ -23,7 +23,7 @@ go build -o "$work/collbench" ./cmd/collbench
   openssl x509 -req -in rank.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 -out rank.pem 2>/dev/null
 )
 echo "# plain TCP"
-"$work/collbench" --np "$NP" "${args[@]}" --json "$work/plain.json" | grep -v '^#'
+"$work/collbench" --np "$NP" --transport tcp "${args[@]}" --json "$work/plain.json" | grep -v '^#'
 echo "# mutual TLS (--tls-cert/--tls-key/--tls-ca)"
 "$work/collbench" --np "$NP" "${args[@]}" --json "$work/tls.json" \
   --tls-cert "$work/rank.pem" --tls-key "$work/rank.key" --tls-ca "$work/ca.pem" | grep -v '^#'
