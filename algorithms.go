@@ -182,8 +182,8 @@ func RegisterAlgorithm(name string, a Algorithm) {
 
 // checkName panics if name cannot be registered.
 func checkName(door, name string) {
-	if name == "" || name == "all" || strings.ContainsFunc(name, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
-		panic(fmt.Sprintf("collkit: %s: name %q: use a non-empty name other than \"all\", without commas or spaces", door, name))
+	if name == "" || name == "all" || name == AutoTransport || strings.ContainsFunc(name, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
+		panic(fmt.Sprintf("collkit: %s: name %q: use a non-empty name other than \"all\" and \"auto\", without commas or spaces", door, name))
 	}
 }
 

@@ -757,6 +757,10 @@ func JoinStore(ctx context.Context, env bootstrap.Env, store bootstrap.Store, op
 	if _, err := findAlgorithm(opts.Algorithm); err != nil {
 		return nil, fmt.Errorf("collkit: join: %w", err)
 	}
+	if opts.Transport == AutoTransport {
+		return nil, fmt.Errorf("collkit: join: %w: Transport %q: a joiner runs the members' transport; name it (tcp, or shm when every process is on this host)",
+			ErrBadArgument, AutoTransport)
+	}
 	n, err := bootstrap.Add(ctx, store, "collkit/elastic/ids", 1)
 	if err != nil {
 		return nil, fmt.Errorf("collkit: join: taking a process id: %w", storeHint(err))

@@ -231,6 +231,7 @@ func TestRegisterTransportPanics(t *testing.T) {
 		{"duplicate", "shm", TransportDriver{Connect: connect}, "called twice for transport shm"},
 		{"empty name", "", TransportDriver{Connect: connect}, "non-empty"},
 		{"comma", "a,b", TransportDriver{Connect: connect}, "commas"},
+		{"auto", AutoTransport, TransportDriver{Connect: connect}, `"auto"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

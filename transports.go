@@ -138,7 +138,7 @@ func ChooseTransport(env bootstrap.Env, opts Options) (name, why string) {
 	if err != nil {
 		return "tcp", err.Error()
 	}
-	total, _, err := shm.Room(shm.DefaultDir)
+	total, err := shm.Room(shm.DefaultDir)
 	if err != nil {
 		return "tcp", fmt.Sprintf("shm: %s: %v", shm.DefaultDir, err)
 	}

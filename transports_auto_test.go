@@ -3,6 +3,7 @@ package collkit
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"strings"
 	"testing"
 
@@ -96,5 +97,14 @@ func TestConnectAuto(t *testing.T) {
 				t.Errorf("rank %d element %d: %v, want %v", r, i, outs[r][i], want[i])
 			}
 		}
+	}
+}
+
+// A joiner cannot run "auto": it takes the transport the members run, and
+// is told so at the call.
+func TestJoinAutoRefused(t *testing.T) {
+	_, err := JoinStore(context.Background(), bootstrap.Env{Rank: 0, Size: 2}, nil, Options{Transport: AutoTransport})
+	if !errors.Is(err, ErrBadArgument) || !strings.Contains(err.Error(), "name it") {
+		t.Fatalf("Join with Transport auto: %v", err)
 	}
 }

@@ -93,14 +93,14 @@ func JobBytes(cfg Config) (int, error) {
 	return c.Size * layout{size: c.Size, ringBytes: c.RingBytes, nativeBytes: c.NativeBytes}.total(), nil
 }
 
-// Room is the size of the file system at dir and what of it is free, in
-// bytes.
-func Room(dir string) (total, free int64, err error) {
+// Room is the size of the file system at dir in bytes, used or not: what
+// every process that looks sees alike.
+func Room(dir string) (int64, error) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil {
-		return 0, 0, err
+		return 0, err
 	}
-	return int64(st.Blocks) * st.Bsize, int64(st.Bavail) * st.Bsize, nil
+	return int64(st.Blocks) * st.Bsize, nil
 }
 
 // segment is one mapped segment file.

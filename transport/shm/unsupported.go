@@ -27,7 +27,7 @@ func Reclaim(string) ([]string, error) { return nil, ErrUnsupported }
 func JobBytes(Config) (int, error) { return 0, ErrUnsupported }
 
 // Room is the size of the segment directory; not on this platform.
-func Room(string) (total, free int64, err error) { return 0, 0, ErrUnsupported }
+func Room(string) (int64, error) { return 0, ErrUnsupported }
 
 func (*Transport) Connect(context.Context, bootstrap.Store) error { return ErrUnsupported }
 func (*Transport) Send(context.Context, int, transport.Header, []byte) error {
