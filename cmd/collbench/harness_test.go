@@ -34,6 +34,9 @@ func TestParseTransports(t *testing.T) {
 	if _, _, err := parseTransports("tcp,pigeon", known, avail); err == nil || !strings.Contains(err.Error(), `"pigeon"`) {
 		t.Fatalf("unknown: %v", err)
 	}
+	if _, _, err := parseTransports("auto,tcp", known, avail); err == nil || !strings.Contains(err.Error(), "auto picks one transport and stands alone") {
+		t.Fatalf("auto in a list: %v", err)
+	}
 }
 
 func TestParseTolerance(t *testing.T) {

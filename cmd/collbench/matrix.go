@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/collkit/collkit"
 	"github.com/collkit/collkit/bench"
 )
 
@@ -25,6 +26,9 @@ func parseTransports(s string, known []string, available func(string) error) (ru
 		names = nil
 		for _, t := range strings.Split(s, ",") {
 			t = strings.TrimSpace(t)
+			if t == collkit.AutoTransport {
+				return nil, nil, fmt.Errorf("--transport %s: auto picks one transport and stands alone; list the transports to run instead (%s)", s, strings.Join(known, ", "))
+			}
 			if !slices.Contains(known, t) {
 				return nil, nil, fmt.Errorf("--transport %q: unknown transport (use one of %s, a comma-separated list, or all)", t, strings.Join(known, ", "))
 			}
