@@ -4,7 +4,8 @@
 // (-m MIN:MAX, --iterations, -x, -f, -c ...) mean what they mean there, or
 // fail with one line saying what to use instead (the README's table).
 //
-//	collbench --algo ring --size 16384          # 4 local ranks over TCP
+//	collbench --algo ring --size 16384          # 4 local ranks, shared memory (--transport auto)
+//	collbench --algo ring --size 16384 --transport tcp   # the same over loopback TCP
 //	collbench -b 8 -e 64M -f 2 --np 2 --json out.json
 //	collbench -b 8 -e 128M -f 2 -a 1 -d all     # nccl-tests' habits
 //	collbench -m 8:1M --iterations 1000 -x 100 -f   # OSU's habits
