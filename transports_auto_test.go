@@ -15,13 +15,14 @@ import (
 // that asks for nothing only TCP has, and says why it took what it took.
 func TestChooseTransport(t *testing.T) {
 	local := bootstrap.Env{Size: 4, LocalSize: 4}
-	cases := []struct {
+	type choice struct {
 		name string
 		env  bootstrap.Env
 		opts Options
 		want string
 		why  string
-	}{
+	}
+	cases := []choice{
 		{"two hosts", bootstrap.Env{Size: 4, LocalSize: 2}, Options{}, "tcp", "not all on this host (the launcher says 2)"},
 		{"local size unknown", bootstrap.Env{Size: 4}, Options{}, "tcp", "not all on this host"},
 		{"streams", local, Options{Streams: 2}, "tcp", "Streams 2 asks for TCP"},
@@ -33,13 +34,7 @@ func TestChooseTransport(t *testing.T) {
 		{"too many ranks", bootstrap.Env{Size: shm.MaxSize + 1, LocalSize: shm.MaxSize + 1}, Options{}, "tcp", "Size"},
 	}
 	if shmAvailable() == nil {
-		cases = append(cases, struct {
-			name string
-			env  bootstrap.Env
-			opts Options
-			want string
-			why  string
-		}{"one host", local, Options{}, "shm", "all 4 ranks on this host"})
+		cases = append(cases, choice{"one host", local, Options{}, "shm", "all 4 ranks on this host"})
 	}
 	for _, c := range cases {
 		got, why := ChooseTransport(c.env, c.opts)
@@ -67,9 +62,7 @@ func TestConnectAuto(t *testing.T) {
 		ranks[r] = &setupRank{env: env, opts: Options{Transport: AutoTransport}}
 	}
 	connectAll(t, ranks)
-	errs := make([]error, n)
-	outs := make([][]float32, n)
-	done := make(chan int, n)
+	cs := make([]*Comm, n)
 	for r, rk := range ranks {
 		if rk.err != nil {
 			t.Fatalf("rank %d: %v", r, rk.err)
@@ -77,16 +70,14 @@ func TestConnectAuto(t *testing.T) {
 		if _, ok := rk.comm.Transport().(*shm.Transport); !ok {
 			t.Fatalf("rank %d runs over %T, want shared memory", r, rk.comm.Transport())
 		}
-		go func() {
-			in := []float32{float32(r), float32(10 * r), 1}
-			outs[r] = make([]float32, len(in))
-			errs[r] = AllReduce(context.Background(), rk.comm, in, outs[r], Sum)
-			done <- r
-		}()
+		cs[r] = rk.comm
 	}
-	for range n {
-		<-done
-	}
+	outs := make([][]float32, n)
+	errs := onEvery(cs, func(r int, c *Comm) error {
+		in := []float32{float32(r), float32(10 * r), 1}
+		outs[r] = make([]float32, len(in))
+		return AllReduce(context.Background(), c, in, outs[r], Sum)
+	})
 	want := []float32{0 + 1 + 2, 0 + 10 + 20, n}
 	for r := range n {
 		if errs[r] != nil {
