@@ -26,7 +26,9 @@
 #                            both over tcp (0: none)
 #   FLOOR=1                  at 2 ranks, also scripts/floor.c each round:
 #                            two bare processes exchanging 8 bytes, the
-#                            least any 2-rank all-reduce can cost (0: not)
+#                            least any 2-rank all-reduce can cost, and
+#                            scripts/gofloor, the same in Go: the least
+#                            it can cost a Go program (0: neither)
 #   OUT_DIR=/tmp/collkit-compare   raw outputs and the table (table.md);
 #                            sweep.txt has every all-reduce size collkit
 #                            measured, for adaptive's built-in table
@@ -80,7 +82,10 @@ if [ -z "${TABLE_ONLY:-}" ] && ! echo '#include <mpi.h>' | mpicc -E -x c - >/dev
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev >/dev/null
 fi
 [ -n "${TABLE_ONLY:-}" ] || go build -o "$out/collbench" ./cmd/collbench
-[ -n "${TABLE_ONLY:-}" ] || [ "$FLOOR" = 0 ] || gcc -O2 -o "$out/floor" scripts/floor.c
+if [ -z "${TABLE_ONLY:-}" ] && [ "$FLOOR" != 0 ]; then
+  gcc -O2 -o "$out/floor" scripts/floor.c
+  go build -o "$out/gofloor" ./scripts/gofloor
+fi
 
 ccfile=/proc/sys/net/ipv4/tcp_congestion_control
 if [ -z "${TABLE_ONLY:-}" ] && [ -n "${SYSTEM_CONGESTION:-}" ]; then
@@ -190,6 +195,7 @@ for rep in $(seq 1 "$reps"); do
       collkit allreduce "$np" "$MIN" "$MAX" "$tr" "$algos"
       if [ "$np" = 2 ] && [ "$FLOOR" != 0 ]; then
         "$out/floor" "$tr" 20000 8 | awk '{ print "floor", $2, $4 }' >>"$raw"
+        "$out/gofloor" "$tr" 20000 8 | awk '{ print "floor-go", $2, $4 }' >>"$raw"
       fi
     done
   done
@@ -228,7 +234,7 @@ done
 
 # Medians over the rounds, then per row: Open MPI, collkit's best algorithm,
 # ring and adaptive (all-reduce) and the ratios.
-{ grep -v -e '^headline' -e '^floor ' -e '^steal ' "$raw" || true; } | sort -k1,1 -k2,2 -k3,3 -k4,4n -k5,5n -k6,6 -k7,7g | awk '
+{ grep -v -e '^headline' -e '^floor ' -e '^floor-go ' -e '^steal ' "$raw" || true; } | sort -k1,1 -k2,2 -k3,3 -k4,4n -k5,5n -k6,6 -k7,7g | awk '
   function flush() {
     if (key == "") return
     med[key] = vals[int((n + 1) / 2)]
@@ -280,13 +286,19 @@ for key in headline headline-tcp; do
       printf "\nHeadline, %s: collkit %.1f us, Open MPI %.1f us, ratio %.2f (medians of %d alternating runs; collkit:%s; Open MPI:%s)\n", what, c, m, c / m, n["collkit"], v["collkit"], v["mpi"]
     }' | tee -a "$out/table.md"
 done
-{ grep '^floor ' "$raw" || true; } | sort -k2,2 -k3,3g | awk '
-  { v[$2] = v[$2] " " $3; n[$2]++; all[$2, n[$2]] = $3 }
+{ grep -e '^floor ' -e '^floor-go ' "$raw" || true; } | sort -k1,1 -k2,2 -k3,3g | awk '
+  { k = $1 " " $2; v[k] = v[k] " " $3; n[k]++; all[k, n[k]] = $3 }
+  function show(k, what, end) {
+    if (n[k]) printf " %s %.2f us (runs:%s)%s", what, all[k, int((n[k] + 1) / 2)], v[k], end
+  }
   END {
-    if (!n["tcp"] && !n["shm"]) exit
-    printf "\nFloor at 2 ranks, 8 B (scripts/floor.c, in the same rounds): two bare processes, one per core, each sending 8 bytes to the other and waiting for the other'"'"'s, nothing else:"
-    if (n["tcp"]) printf " tcp (a write and a polled recv) %.2f us (runs:%s);", all["tcp", int((n["tcp"] + 1) / 2)], v["tcp"]
-    if (n["shm"]) printf " shared memory (a cache line each way) %.2f us (runs:%s).", all["shm", int((n["shm"] + 1) / 2)], v["shm"]
+    if (!n["floor tcp"] && !n["floor shm"]) exit
+    printf "\nFloor at 2 ranks, 8 B (in the same rounds): two bare processes, one per core, each sending 8 bytes to the other and waiting for the other'"'"'s, nothing else. In C (scripts/floor.c):"
+    show("floor tcp", "tcp (a write and a polled recv)", ";")
+    show("floor shm", "shared memory (a cache line each way)", ".")
+    if (n["floor-go tcp"] || n["floor-go shm"]) printf " In Go (scripts/gofloor, the same system calls and stores):"
+    show("floor-go tcp", "tcp", ";")
+    show("floor-go shm", "shared memory", ".")
     printf "\n"
   }' | tee -a "$out/table.md"
 { grep '^steal ' "$raw" || true; } | sort -k2,2 -k3,3n | awk '
