@@ -17,13 +17,16 @@
 //
 // It prints "floor-go TRANSPORT BYTES US": the slower process's mean time
 // per iteration in microseconds, after 1000 untimed iterations, as
-// floor.c prints "floor ...". Each process runs with GOMAXPROCS 1, as
-// collbench's ranks do when they outnumber or match the cores.
-// scripts/compare-mpi.sh runs it beside floor.c, collbench and Open MPI.
+// floor.c prints "floor ...". The two processes are this program started
+// twice more; each binds itself to a core as collbench's ranks do
+// (launch.BindCore) and runs with GOMAXPROCS 1, as they do when they
+// match the cores. scripts/compare-mpi.sh runs it beside floor.c,
+// collbench and Open MPI.
 package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -39,20 +42,23 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/collkit/collkit/launch"
 )
 
 const (
 	warmup   = 1000
 	maxBytes = 4096
 	line     = 64
-	// roleEnv marks the second process: it holds the listener's address
-	// (tcp) or "shm" (the mapping is its file 3); the report pipe is its
-	// file 4, or 3 over tcp.
-	roleEnv = "GOFLOOR_PEER"
+	// rankEnv marks a rank's process and gives its rank; addrEnv is the
+	// listener's address over tcp. A rank's file 3 is the listener (tcp)
+	// or the shared mapping (shm), its file 4 the pipe it reports on.
+	rankEnv = "GOFLOOR_RANK"
+	addrEnv = "GOFLOOR_ADDR"
 )
 
-// slotBytes is one of a rank's two slots: an iteration number, then the
-// payload, on lines of their own.
+// slotBytes is one of a rank's two slots (an iteration number, then the
+// payload), in whole cache lines.
 const slotBytes = (8 + maxBytes + line - 1) / line * line
 
 func main() {
@@ -80,11 +86,14 @@ func run(args []string, w io.Writer) error {
 			return usage
 		}
 	}
-	runtime.GOMAXPROCS(1)
-	if peer, ok := os.LookupEnv(roleEnv); ok {
-		return runPeer(args[0], peer, iters, size)
+	if r, ok := os.LookupEnv(rankEnv); ok {
+		rank, err := strconv.Atoi(r)
+		if err != nil || rank < 0 || rank > 1 {
+			return fmt.Errorf("%s=%q: want 0 or 1", rankEnv, r)
+		}
+		return runRank(args[0], rank, iters, size)
 	}
-	us, err := runFirst(args[0], iters, size)
+	us, err := coordinate(args[0], iters, size)
 	if err != nil {
 		return err
 	}
@@ -92,101 +101,109 @@ func run(args []string, w io.Writer) error {
 	return err
 }
 
-// runFirst is rank 0: it starts rank 1 (this program again), exchanges
-// with it and returns the slower rank's mean. Rank 1 dies with it
-// (Pdeathsig), and it exits if rank 1 fails first: over shared memory,
-// neither would otherwise stop waiting for the other.
-func runFirst(mode string, iters, size int) (float64, error) {
-	rd, wr, err := os.Pipe()
-	if err != nil {
-		return 0, err
-	}
-	defer rd.Close()
-	defer wr.Close() // also closed once rank 1 has it
-	cmd := exec.Command(os.Args[0], mode, strconv.Itoa(iters), strconv.Itoa(size))
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	var ex exchanger
-	switch mode {
-	case "tcp":
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+// coordinate starts the two ranks (this program again, one process each)
+// and returns the slower one's mean. When one fails, it kills the other,
+// which could otherwise wait for its peer forever (over shared memory).
+func coordinate(mode string, iters, size int) (float64, error) {
+	var shared *os.File
+	addr := ""
+	if mode == "tcp" {
+		l, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
 		if err != nil {
 			return 0, err
 		}
 		defer l.Close()
-		cmd.Env = append(os.Environ(), roleEnv+"="+l.Addr().String())
-		cmd.ExtraFiles = []*os.File{wr}
-		stop, err := start(cmd)
+		if shared, err = l.File(); err != nil {
+			return 0, err
+		}
+		addr = l.Addr().String()
+	} else {
+		fd, err := unix.MemfdCreate("gofloor", 0)
 		if err != nil {
 			return 0, err
 		}
-		defer stop()
-		c, err := l.Accept() // if rank 1 cannot dial, it exits, and start's watch ends this process
-		if err != nil {
+		shared = os.NewFile(uintptr(fd), "gofloor")
+		if err := shared.Truncate(4 * slotBytes); err != nil {
+			shared.Close()
 			return 0, err
 		}
-		defer c.Close()
-		if ex, err = newTCP(c); err != nil {
-			return 0, err
-		}
-	default:
-		f, mem, err := newMapping()
-		if err != nil {
-			return 0, err
-		}
-		defer unix.Munmap(mem)
-		cmd.Env = append(os.Environ(), roleEnv+"=shm")
-		cmd.ExtraFiles = []*os.File{f, wr}
-		stop, err := start(cmd)
-		f.Close()
-		if err != nil {
-			return 0, err
-		}
-		defer stop()
-		ex = &shmExchange{mem: mem, rank: 0}
 	}
-	wr.Close()
-	mine, err := measure(ex, 0, iters, size)
-	if err != nil {
-		return 0, err
+	defer shared.Close()
+	type result struct {
+		us  float64
+		err error
 	}
-	var buf [8]byte
-	if _, err := io.ReadFull(rd, buf[:]); err != nil {
-		return 0, fmt.Errorf("rank 1 reported nothing: %w", err)
+	results := make(chan result, 2)
+	var cmds []*exec.Cmd
+	for rank := range 2 {
+		rd, wr, err := os.Pipe()
+		if err != nil {
+			return 0, err
+		}
+		cmd := exec.Command(os.Args[0], mode, strconv.Itoa(iters), strconv.Itoa(size))
+		cmd.Env = append(os.Environ(), rankEnv+"="+strconv.Itoa(rank), addrEnv+"="+addr)
+		cmd.ExtraFiles = []*os.File{shared, wr}
+		cmd.Stderr = os.Stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		err = cmd.Start()
+		wr.Close()
+		if err != nil {
+			rd.Close()
+			for _, c := range cmds {
+				c.Process.Kill()
+				c.Wait()
+			}
+			return 0, err
+		}
+		cmds = append(cmds, cmd)
+		go func() {
+			defer rd.Close()
+			var buf [8]byte
+			_, err := io.ReadFull(rd, buf[:])
+			if werr := cmd.Wait(); werr != nil || err != nil {
+				results <- result{err: fmt.Errorf("rank %d: %w", rank, cmp.Or(werr, err))}
+				return
+			}
+			results <- result{us: math.Float64frombits(binary.NativeEndian.Uint64(buf[:]))}
+		}()
 	}
-	return max(mine, math.Float64frombits(binary.NativeEndian.Uint64(buf[:]))), nil
+	slowest := 0.0
+	var err error
+	for range cmds {
+		r := <-results
+		if r.err != nil && err == nil {
+			err = r.err
+			for _, c := range cmds {
+				c.Process.Kill() // the other rank; this one has exited
+			}
+		}
+		slowest = max(slowest, r.us)
+	}
+	return slowest, err
 }
 
-// start starts rank 1 and then binds this process to its core (rank 1
-// must inherit every core to pick its own), and exits this process with
-// rank 1's error if rank 1 fails while it runs. stop ends rank 1 if it is
-// still there and unbinds this process.
-func start(cmd *exec.Cmd) (stop func(), err error) {
-	if err := cmd.Start(); err != nil {
-		return nil, err
+// runRank is one rank: it binds itself to its core, exchanges with the
+// other and reports its mean on the pipe.
+func runRank(mode string, rank, iters, size int) error {
+	runtime.GOMAXPROCS(1)
+	if _, err := launch.BindCore(rank); err != nil {
+		return err
 	}
-	unpin := pin(0)
-	var stopping atomic.Bool
-	go func() {
-		if err := cmd.Wait(); err != nil && !stopping.Load() {
-			fmt.Fprintln(os.Stderr, "gofloor: rank 1:", err)
-			os.Exit(1)
-		}
-	}()
-	return func() {
-		stopping.Store(true)
-		cmd.Process.Kill() // it has exited unless this rank failed first
-		unpin()
-	}, nil
-}
-
-// runPeer is rank 1: it reports its mean to rank 0 on the pipe.
-func runPeer(mode, peer string, iters, size int) error {
-	pin(1)
+	shared, report := os.NewFile(3, "shared"), os.NewFile(4, "report")
 	var ex exchanger
-	report := os.NewFile(3, "report")
 	if mode == "tcp" {
-		c, err := net.Dial("tcp", peer)
+		var c net.Conn
+		var err error
+		if rank == 0 {
+			var l net.Listener
+			if l, err = net.FileListener(shared); err == nil {
+				c, err = l.Accept()
+				l.Close()
+			}
+		} else {
+			c, err = net.Dial("tcp", os.Getenv(addrEnv))
+		}
+		shared.Close()
 		if err != nil {
 			return err
 		}
@@ -195,17 +212,15 @@ func runPeer(mode, peer string, iters, size int) error {
 			return err
 		}
 	} else {
-		f := os.NewFile(3, "mapping")
-		report = os.NewFile(4, "report")
-		mem, err := unix.Mmap(int(f.Fd()), 0, 4*slotBytes, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-		f.Close()
+		mem, err := unix.Mmap(int(shared.Fd()), 0, 4*slotBytes, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		shared.Close()
 		if err != nil {
 			return err
 		}
 		defer unix.Munmap(mem)
-		ex = &shmExchange{mem: mem, rank: 1}
+		ex = &shmExchange{mem: mem, rank: rank}
 	}
-	us, err := measure(ex, 1, iters, size)
+	us, err := measure(ex, rank, iters, size)
 	if err != nil {
 		return err
 	}
@@ -298,24 +313,6 @@ type shmExchange struct {
 	rank int
 }
 
-func newMapping() (*os.File, []byte, error) {
-	fd, err := unix.MemfdCreate("gofloor", 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	f := os.NewFile(uintptr(fd), "gofloor")
-	if err := f.Truncate(4 * slotBytes); err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	mem, err := unix.Mmap(fd, 0, 4*slotBytes, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	return f, mem, nil
-}
-
 func (s *shmExchange) slot(rank int, iter uint64) (*atomic.Uint64, []byte) {
 	off := (rank*2 + int(iter&1)) * slotBytes
 	return (*atomic.Uint64)(unsafe.Pointer(&s.mem[off])), s.mem[off+8 : off+slotBytes]
@@ -330,28 +327,4 @@ func (s *shmExchange) exchange(iter uint64, out, in []byte) error {
 	}
 	copy(in, theirs)
 	return nil
-}
-
-// pin binds this process to the rank-th CPU it may run on, as floor.c
-// and mpirun --bind-to core do (with one CPU it leaves it), and returns
-// what undoes it.
-func pin(rank int) (undo func()) {
-	var set unix.CPUSet
-	if unix.SchedGetaffinity(0, &set) != nil || set.Count() < 2 {
-		return func() {}
-	}
-	seen := 0
-	for c := range len(set) * 64 {
-		if !set.IsSet(c) {
-			continue
-		}
-		if seen == rank {
-			var one unix.CPUSet
-			one.Set(c)
-			unix.SchedSetaffinity(0, &one)
-			break
-		}
-		seen++
-	}
-	return func() { unix.SchedSetaffinity(0, &set) }
 }

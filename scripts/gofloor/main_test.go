@@ -11,9 +11,9 @@ import (
 	"testing"
 )
 
-// TestMain plays rank 1 when a test's rank 0 starts this binary again.
+// TestMain plays a rank when a test starts this binary again as one.
 func TestMain(m *testing.M) {
-	if _, ok := os.LookupEnv(roleEnv); ok {
+	if _, ok := os.LookupEnv(rankEnv); ok {
 		if err := run(os.Args[1:], io.Discard); err != nil {
 			fmt.Fprintln(os.Stderr, "gofloor:", err)
 			os.Exit(1)
