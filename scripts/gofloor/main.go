@@ -150,8 +150,7 @@ func coordinate(mode string, iters, size int) (float64, error) {
 		if err != nil {
 			rd.Close()
 			for _, c := range cmds {
-				c.Process.Kill()
-				c.Wait()
+				c.Process.Kill() // its goroutine below reaps it
 			}
 			return 0, err
 		}
