@@ -61,6 +61,9 @@ const (
 // payload), in whole cache lines.
 const slotBytes = (8 + maxBytes + line - 1) / line * line
 
+// mapBytes is the shared mapping: two slots for each rank.
+const mapBytes = 4 * slotBytes
+
 func main() {
 	if err := run(os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "gofloor:", err)
@@ -123,7 +126,7 @@ func coordinate(mode string, iters, size int) (float64, error) {
 			return 0, err
 		}
 		shared = os.NewFile(uintptr(fd), "gofloor")
-		if err := shared.Truncate(4 * slotBytes); err != nil {
+		if err := shared.Truncate(mapBytes); err != nil {
 			shared.Close()
 			return 0, err
 		}
@@ -211,7 +214,7 @@ func runRank(mode string, rank, iters, size int) error {
 			return err
 		}
 	} else {
-		mem, err := unix.Mmap(int(shared.Fd()), 0, 4*slotBytes, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		mem, err := unix.Mmap(int(shared.Fd()), 0, mapBytes, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 		shared.Close()
 		if err != nil {
 			return err
