@@ -42,7 +42,12 @@ import (
 // and 1.24x it; halving-doubling at 8 MiB on 8, where pairwise took 1.18x
 // ring and halving-doubling 1.10x; native at 32 KiB over shm on 2): on the
 // seventh file's rounds 4 sizes beyond 1.1x the best instead of 7, over
-// all seven files 24 instead of 29. Where the machines disagree, a
+// all seven files 24 instead of 29. The eighth is 5 rounds of every size
+// on a faster EPYC VM (2026-12-05; tcp from s26a, shm from s26b, after
+// the native all-reduce began to stream its reduced slices): it moved
+// three choices, ring for tree at 16 MiB over tcp on 2 ranks (tree took
+// 1.51x the best there, ring 1.07x), pairwise at 1 MiB on 8 and
+// halving-doubling at 32 KiB over shm on 2. Where the machines disagree, a
 // candidate's time is its worst ratio to the best over them
 // (internal/mkbuiltin; a size a machine skipped is interpolated between
 // its own): adaptive picks the candidate least far from the best on any,
@@ -53,7 +58,7 @@ import (
 // internal/mkbuiltin/testdata, and TestBuiltinIsTheRounds checks that this
 // table is what they make:
 //
-//	go run ./algo/adaptive/internal/mkbuiltin algo/adaptive/internal/mkbuiltin/testdata/rounds-2026-11-25.txt algo/adaptive/internal/mkbuiltin/testdata/rounds-2026-11-25-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-28-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-29-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-29b-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-29c-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-29d-xeon.txt > algo/adaptive/builtin.json
+//	go run ./algo/adaptive/internal/mkbuiltin algo/adaptive/internal/mkbuiltin/testdata/rounds-2026-11-25.txt algo/adaptive/internal/mkbuiltin/testdata/rounds-2026-11-25-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-28-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-29-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-29b-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-29c-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-29d-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-12-05-epyc.txt > algo/adaptive/builtin.json
 //
 //go:embed builtin.json
 var builtinJSON []byte
