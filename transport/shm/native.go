@@ -189,7 +189,7 @@ func (t *Transport) allReduce(ctx context.Context, h transport.Header, send, rec
 		// with the same stores as the input (2-core EPYC VM, np 2,
 		// alternating runs: 35 us a call at 256 KiB and 139 at 1 MiB with
 		// ordinary stores here, 19.5 and 69 streamed; np 4, 1 MiB: 292-333
-		// against 241-311). In place, recv's slice is send's, which no
+		// against 225-311). In place, recv's slice is send's, which no
 		// peer reads.
 		dst, first := out[slo:shi], in[slo:shi]
 		for _, pr := range t.peers {
