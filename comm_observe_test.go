@@ -185,7 +185,7 @@ func BenchmarkAllReduce8B(b *testing.B) {
 
 // What a communicator costs a call around the transport's own work: one
 // rank over shm, whose native all-reduce then only copies, so nothing is
-// waited for (the README's measurements quote it).
+// waited for (docs/measurements-history.md quotes it).
 func BenchmarkCallOverhead(b *testing.B) {
 	ts, err := shm.Local(context.Background(), 1, shm.Config{})
 	if err != nil {

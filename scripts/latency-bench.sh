@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The small-message and algorithm-choice figures of the README, beside Open MPI
+# The small-message and algorithm-choice figures of docs/measurements-history.md (Earlier sessions), beside Open MPI
 # in the same session, alternating runs: np 4 TCP latency 8 B-4 KiB (every
 # algorithm against Open MPI btl=tcp), adaptive against the fixed algorithms
 # (tune, then interleaved runs), hierarchical on 2 simulated nodes, and the
