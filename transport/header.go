@@ -26,12 +26,20 @@ const (
 	CollSendRecv
 )
 
+// CollPad marks bytes a transport's framing skips, never a message: shm's
+// ring writes one to start the next message at the ring's start (see
+// transport/shm). A receiver passes over the header and its Len bytes.
+const CollPad Coll = 0xfe
+
 var collNames = [...]string{"none", "allreduce", "broadcast", "reduce", "allgather",
 	"reducescatter", "gather", "scatter", "alltoall", "barrier", "sendrecv"}
 
 func (c Coll) String() string {
-	if c == CollAbort {
+	switch c {
+	case CollAbort:
 		return "abort"
+	case CollPad:
+		return "pad"
 	}
 	if int(c) < len(collNames) {
 		return collNames[c]

@@ -332,11 +332,18 @@ func (t *Transport) Peek(peer int) (transport.Header, bool) {
 func (pr *peer) peek() (transport.Header, bool) {
 	r := &pr.in
 	tail := r.tail.Load()
-	if pr.reading.Load() || r.head.Load()-tail < transport.HeaderSize {
+	if pr.reading.Load() {
 		return transport.Header{}, false
 	}
-	var hb [transport.HeaderSize]byte
-	r.get(tail, hb[:])
-	h, err := transport.Decode(hb[:])
-	return h, err == nil
+	head := r.head.Load()
+	for head-tail >= transport.HeaderSize {
+		var hb [transport.HeaderSize]byte
+		r.get(tail, hb[:])
+		h, err := transport.Decode(hb[:])
+		if err != nil || h.Coll != transport.CollPad {
+			return h, err == nil
+		}
+		tail += transport.HeaderSize + uint64(h.Len) // a pad: the message follows (see ring.rewind)
+	}
+	return transport.Header{}, false
 }
