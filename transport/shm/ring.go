@@ -61,11 +61,11 @@ func (r *ring) batch() uint64 { return min(r.size/4, 256<<10) }
 // they come cycles through the ring's first quarter, the part that Connect
 // already touched (chooseStores), and does not page in the rest. On the
 // 2-core EPYC VM a first touch of a shared page costs 12 us to write and 5
-// more to read from the other mapping, and a 16 KiB ring all-reduce over 4
-// ranks (the headline) took 400-900 us a call for its first 35 calls, while
-// the messages paged in the last 768 KiB of each ring (60 us a call over
-// 1000 calls, 42 once warm). Messages that do not fit, and rings that are
-// not empty, go on as before.
+// more to read through the other mapping (scripts/firsttouch.c), and a 16
+// KiB ring all-reduce over 4 ranks (the headline) took 400-900 us a call
+// for its first 35 calls, while the messages paged in the last 768 KiB of
+// each ring (60 us a call over 1000 calls, 42 once warm). Messages that do
+// not fit, and rings that are not empty, go on as before.
 func (r *ring) rewind(head, total uint64, pad []byte) []byte {
 	at := head & r.mask
 	skip := r.size - at
