@@ -65,3 +65,50 @@ func TestKeptHooks(t *testing.T) {
 		t.Fatal("a send under an ended context went through")
 	}
 }
+
+// A cancel that comes after arm has registered its hook but before the
+// side's deadline is set cuts the call short, and setting the deadline
+// afterwards leaves the cut in place: otherwise the call would go on
+// waiting with no deadline (a Recv canceled as it stopped polling hung
+// until the conformance suite's 10 s limit, once in CI).
+func TestCancelBeforeDeadlineStands(t *testing.T) {
+	cuts := make(chan time.Time, 4)
+	var known bool
+	k := &hook{cut: func(dl time.Time) error { cuts <- dl; return nil }, known: &known}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := k.arm(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	select {
+	case dl := <-cuts:
+		if !dl.Equal(aLongTimeAgo) {
+			t.Fatalf("the cancel set the deadline %v, want one in the past", dl)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancel did not cut the call short within 10 s")
+	}
+	var last time.Time
+	if err := k.deadline(time.Time{}, &last); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case dl := <-cuts:
+		t.Fatalf("after the cancel the side's deadline was set again, to %v: the call would wait on", dl)
+	default:
+	}
+	k.done()
+
+	// The next call sets its deadline as usual.
+	if err := k.arm(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := time.Now().Add(time.Minute)
+	if err := k.deadline(want, &last); err != nil {
+		t.Fatal(err)
+	}
+	if dl := <-cuts; !dl.Equal(want) || !last.Equal(want) || !known {
+		t.Fatalf("next call: deadline set to %v (last %v, known %v), want %v", dl, last, known, want)
+	}
+	k.done()
+}

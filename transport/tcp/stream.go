@@ -360,6 +360,24 @@ func (k *hook) abort(ctx context.Context, call uint64) {
 	}
 }
 
+// deadline gives the side dl, calling cut only when dl differs from last,
+// the deadline it set before, unless an abort has cut the call in progress
+// short since arm: that deadline in the past must stand, or a cancel that
+// came between arm and here would be undone and the call would wait with
+// no deadline (a Recv canceled as it stopped polling hung in CI this way).
+func (k *hook) deadline(dl time.Time, last *time.Time) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.aborted || *k.known && dl.Equal(*last) {
+		return nil
+	}
+	if err := k.cut(dl); err != nil {
+		return err
+	}
+	*last, *k.known = dl, true
+	return nil
+}
+
 // armWrite gives the write side ctx's deadline, calling SetWriteDeadline only
 // when it changed, and arms cancellation when ctx can be cancelled. The
 // caller calls s.whook.done after the write.
@@ -368,13 +386,7 @@ func (s *stream) armWrite(ctx context.Context) error {
 		return err
 	}
 	dl, _ := ctx.Deadline()
-	if !s.wdlOK || !dl.Equal(s.wdl) {
-		if err := s.conn.SetWriteDeadline(dl); err != nil {
-			return err
-		}
-		s.wdl, s.wdlOK = dl, true
-	}
-	return nil
+	return s.whook.deadline(dl, &s.wdl)
 }
 
 // armRead is armWrite for the read side; the caller calls s.rhook.done.
@@ -383,13 +395,7 @@ func (s *stream) armRead(ctx context.Context) error {
 		return err
 	}
 	dl, _ := ctx.Deadline()
-	if !s.rdlOK || !dl.Equal(s.rdl) {
-		if err := s.conn.SetReadDeadline(dl); err != nil {
-			return err
-		}
-		s.rdl, s.rdlOK = dl, true
-	}
-	return nil
+	return s.rhook.deadline(dl, &s.rdl)
 }
 
 // send writes h and p. It returns how many bytes went out, so the caller
