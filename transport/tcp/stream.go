@@ -43,7 +43,7 @@ func (s *stream) notify(reason string, dl time.Time) bool {
 	b := make([]byte, transport.HeaderSize+len(reason))
 	transport.Header{Coll: transport.CollAbort, Root: -1, Len: uint32(len(reason))}.Encode(b)
 	copy(b[transport.HeaderSize:], reason)
-	s.conn.SetWriteDeadline(dl)
+	s.whook.set(dl)
 	_, err := s.conn.Write(b)
 	return err == nil
 }
@@ -94,8 +94,6 @@ type stream struct {
 	wbuf   []byte       // header and small payload
 	iov    [2][]byte
 	bufs   net.Buffers
-	wdl    time.Time // write deadline last set on conn
-	wdlOK  bool      // wdl is what conn has
 	whook  *hook
 	wnowFn func(fd uintptr) bool // writes wnow without waiting; made once
 	wnow   []byte                // what wnowFn writes
@@ -117,8 +115,6 @@ type stream struct {
 	rn        int                   // what it read, or -1
 	rerr      syscall.Errno         // and the error it got
 	rbuf      []byte                // header and small payload
-	rdl       time.Time
-	rdlOK     bool
 	rhook     *hook
 	notice    []byte                  // the start of an abort notice, once one arrived
 	known     *atomic.Pointer[string] // the peer's abort reason, once found on any stream
@@ -270,8 +266,8 @@ func newStream(c net.Conn) *stream {
 		}
 		return true // never wait: send falls back to the armed write
 	}
-	s.whook = &hook{cut: s.conn.SetWriteDeadline, known: &s.wdlOK}
-	s.rhook = &hook{cut: s.conn.SetReadDeadline, known: &s.rdlOK}
+	s.whook = &hook{cut: s.conn.SetWriteDeadline}
+	s.rhook = &hook{cut: s.conn.SetReadDeadline}
 	return s
 }
 
@@ -294,7 +290,8 @@ type hook struct {
 	next    int                   // the slot the next registration takes
 	once    registration          // of a call whose context cannot be kept
 	cut     func(time.Time) error // sets the side's deadline
-	known   *bool                 // the side's flag that its deadline is known
+	dl      time.Time             // the deadline it last set
+	dlOK    bool                  // dl is what the socket has
 }
 
 type registration struct {
@@ -307,7 +304,7 @@ func (k *hook) arm(ctx context.Context) error {
 	comparable := reflect.TypeOf(ctx).Comparable()
 	k.mu.Lock()
 	if k.aborted {
-		k.aborted, *k.known = false, false
+		k.aborted, k.dlOK = false, false
 	}
 	k.active, k.ctx = true, nil
 	if comparable {
@@ -360,22 +357,31 @@ func (k *hook) abort(ctx context.Context, call uint64) {
 	}
 }
 
-// deadline gives the side dl, calling cut only when dl differs from last,
-// the deadline it set before, unless an abort has cut the call in progress
+// deadline gives the side dl, calling cut only when dl differs from the
+// deadline it set before, unless an abort has cut the call in progress
 // short since arm: that deadline in the past must stand, or a cancel that
 // came between arm and here would be undone and the call would wait with
 // no deadline (a Recv canceled as it stopped polling hung in CI this way).
-func (k *hook) deadline(dl time.Time, last *time.Time) error {
+func (k *hook) deadline(dl time.Time) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.aborted || *k.known && dl.Equal(*last) {
+	if k.aborted || k.dlOK && dl.Equal(k.dl) {
 		return nil
 	}
 	if err := k.cut(dl); err != nil {
 		return err
 	}
-	*last, *k.known = dl, true
+	k.dl, k.dlOK = dl, true
 	return nil
+}
+
+// set sets the side's deadline to dl outside any call (to write an abort
+// notice, or read one's reason), so that the next call sets its own again.
+func (k *hook) set(dl time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.cut(dl)
+	k.dlOK = false
 }
 
 // armWrite gives the write side ctx's deadline, calling SetWriteDeadline only
@@ -386,7 +392,7 @@ func (s *stream) armWrite(ctx context.Context) error {
 		return err
 	}
 	dl, _ := ctx.Deadline()
-	return s.whook.deadline(dl, &s.wdl)
+	return s.whook.deadline(dl)
 }
 
 // armRead is armWrite for the read side; the caller calls s.rhook.done.
@@ -395,7 +401,7 @@ func (s *stream) armRead(ctx context.Context) error {
 		return err
 	}
 	dl, _ := ctx.Deadline()
-	return s.rhook.deadline(dl, &s.rdl)
+	return s.rhook.deadline(dl)
 }
 
 // send writes h and p. It returns how many bytes went out, so the caller
@@ -523,8 +529,7 @@ func (s *stream) readNotice(peer int) error {
 	s.closeMu.Lock()
 	s.noticing.Store(!s.closed)
 	s.closeMu.Unlock()
-	s.conn.SetReadDeadline(time.Now().Add(time.Second))
-	s.rdlOK = false
+	s.rhook.set(time.Now().Add(time.Second))
 	err := s.readAbort(peer, s.noticeHdr, s.notice, len(s.notice), s.known)
 	s.closeMu.Lock()
 	if s.noticing.Load() && s.closed {
