@@ -3,21 +3,23 @@
 // time.Since where it can.
 //
 // time.Since reads the kernel's clock through the vDSO, which Go enters on
-// the system stack: 50-55 ns a read on the 2-vCPU VMs, twice in every
-// collective, a tenth of an 8-byte all-reduce over shared memory. Where the
-// kernel itself counts time with the CPU's time-stamp counter (its
-// clocksource is tsc, and the CPU says the counter runs at a constant rate
-// through frequency and sleep states), Since reads the counter (RDTSC: 25
-// ns there) and scales it by a rate measured against time.Since, from the
-// first reading (at Since's first call) to one taken when the last
-// calibration runs out: the first after 20 ms (time.Since serves until
-// then), each next after five times the span it was measured over, at
-// most a second. Each calibration starts from its own reading of
+// the system stack: 30-55 ns a read on the 2-vCPU VMs, two or three times
+// in every collective (with collbench's), a sixth of an 8-byte all-reduce
+// over shared memory. Where the kernel's clock is itself the CPU's
+// time-stamp counter scaled (its clocksource is tsc, or kvm-clock served
+// by the vDSO: see counterUsable) and the CPU says the counter runs at a
+// constant rate through frequency and sleep states, Since reads the
+// counter (RDTSC: 11-25 ns) and scales it by a rate measured against
+// time.Since, from the first reading (at Since's first call) to one taken
+// when the last calibration runs out: the first after 20 ms (time.Since
+// serves until then), each next after five times the span it was measured
+// over, at most a second. Each calibration starts from its own reading of
 // time.Since, so an error of the rate never outlives it: Since stays
 // within about 10 us of time.Since in the process's first second and 3 us
 // after, and may step by that much when a calibration replaces the last
 // (a duration that spans it can come out a little short, or below zero).
-// Elsewhere Since is time.Since.
+// A calibration that finds the rate since the last one more than 0.1% off
+// turns the counter off for good. Elsewhere Since is time.Since.
 package clock
 
 import (
@@ -144,9 +146,30 @@ func slow() time.Duration {
 	if !ok || p.tick <= first.tick || p.at <= first.at {
 		return now
 	}
+	if last := current.Load(); last != nil && drifted(last, p) {
+		state.Store(off)
+		current.Store(nil)
+		return now
+	}
 	c := calibrate(first, p)
 	current.Store(c)
 	return c.at
+}
+
+// maxDrift is how far the counter's rate since the last calibration may
+// lie from the rate that calibration served with before Since gives the
+// counter up for good: a rate the host changed (a guest restored on
+// another machine, or a counter that does not run in step) put every
+// duration off by as much. Pairs 2 us apart at most over 100 ms or more
+// measure a rate to 4e-5.
+const maxDrift = 1e-3
+
+// drifted reports whether the rate from last's pair to p differs from
+// last's by more than maxDrift.
+func drifted(last *calibration, p pair) bool {
+	recent := calibrate(pair{last.tick, last.at}, p)
+	r := float64(recent.mult) / float64(last.mult)
+	return r > 1+maxDrift || r < 1-maxDrift
 }
 
 // calibrate makes the calibration that starts at p, with the rate from

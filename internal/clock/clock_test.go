@@ -42,6 +42,9 @@ func TestSinceAgrees(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
+	if counterUsable() && !TSC() {
+		t.Error("the counter was given up: its rate drifted more than 0.1% between calibrations")
+	}
 }
 
 // A calibration's rate comes from its two pairs, it starts from the
@@ -85,5 +88,27 @@ func BenchmarkSince(b *testing.B) {
 func BenchmarkTimeSince(b *testing.B) {
 	for range b.N {
 		time.Since(base)
+	}
+}
+
+// A rate since the last calibration within 0.1% of the one it served
+// with keeps the counter; one further off gives it up.
+func TestDrifted(t *testing.T) {
+	first := pair{tick: 0, at: 0}
+	last := calibrate(first, pair{tick: 300_000_000, at: 100 * time.Millisecond}) // 3 ticks a ns
+	for _, tc := range []struct {
+		ticks uint64 // 400 ms after last
+		want  bool
+	}{
+		{1_200_000_000, false}, // in step
+		{1_200_500_000, false}, // 4e-4 fast
+		{1_199_500_000, false}, // 4e-4 slow
+		{1_203_000_000, true},  // 2.5e-3 fast
+		{1_080_000_000, true},  // 10% slow: another host's rate
+	} {
+		p := pair{tick: last.tick + tc.ticks, at: last.at + 400*time.Millisecond}
+		if got := drifted(last, p); got != tc.want {
+			t.Errorf("%d ticks in 400 ms after 3 a ns: drifted %v, want %v", tc.ticks, got, tc.want)
+		}
 	}
 }
