@@ -4,7 +4,6 @@ import (
 	"context"
 	"math"
 	"runtime"
-	"slices"
 	"time"
 
 	"github.com/montanaflynn/stats"
@@ -112,12 +111,28 @@ func measure(ctx context.Context, c *collkit.Comm, cfg Config, op func() error) 
 		}
 		return us, nil
 	}
-	var us []float64
+	// Room for every sample before the warm-up, every page of it written.
+	// Growing the slice inside the loop fell into the next iteration's
+	// time (4 ranks on 2 cores, 16 KiB: 200-250 us at iterations 21, 41,
+	// 81, 161, 337 and 673 of every run). Growing it between adaptive
+	// batches, where the new array's pages fault in as they are first
+	// written (12 us a page on the EPYC VM), delayed whichever rank grew
+	// last, and the others' first iteration of the batch waited for it (2
+	// ranks over shm, 8 B: 2-44 us at iterations 5, 55 and 605, where the
+	// rest took 0.5; 0.5-0.7 since). clear writes the pages that make
+	// may leave untouched (memory the kernel gave zeroed), so that no
+	// append in the loop meets one.
 	var err error
+	iters, minIters := cfg.Iters, cfg.Iters
+	if iters <= 0 {
+		minIters, iters = adaptiveIters(cfg)
+	}
+	us := make([]float64, iters)
+	clear(us) // make need not write memory the kernel gave it zeroed
 	if cfg.Iters > 0 {
-		us, err = timed(make([]float64, 0, cfg.Iters), cfg.Iters)
+		us, err = timed(us[:0], iters)
 	} else {
-		us, err = timedAdaptive(ctx, c, cfg, timed)
+		us, err = timedAdaptive(ctx, c, cfg, timed, us[:0], minIters)
 	}
 	if err != nil {
 		return Measurement{}, err
@@ -193,29 +208,28 @@ func WarmUp(ctx context.Context, c *collkit.Comm, d time.Duration) error {
 	return nil
 }
 
+// adaptiveIters returns the least and the most iterations of an adaptive
+// measurement: cfg.MinIters and cfg.MaxIters, 5 and 1000 when unset.
+func adaptiveIters(cfg Config) (least, most int) {
+	least, most = cfg.MinIters, cfg.MaxIters
+	if least <= 0 {
+		least = 5
+	}
+	if most <= 0 {
+		most = 1000
+	}
+	return min(least, most), most
+}
+
 // timedAdaptive runs batches of timed iterations until rank 0 has spent
-// cfg.MinTime in them (within cfg.MinIters..cfg.MaxIters). After each batch
-// rank 0 sizes the next one and every rank learns it through an all-reduce
-// (Max over rank 0's count and everyone else's zero), so all ranks stop
-// after the same iteration.
-func timedAdaptive(ctx context.Context, c *collkit.Comm, cfg Config, timed func([]float64, int) ([]float64, error)) ([]float64, error) {
-	minIters, maxIters := cfg.MinIters, cfg.MaxIters
-	if minIters <= 0 {
-		minIters = 5
-	}
-	if maxIters <= 0 {
-		maxIters = 1000
-	}
-	minIters = min(minIters, maxIters)
-	us := make([]float64, 0, minIters)
+// cfg.MinTime in them (within minIters..cap(us)), appending to us. After
+// each batch rank 0 sizes the next one and every rank learns it through an
+// all-reduce (Max over rank 0's count and everyone else's zero), so all
+// ranks stop after the same iteration.
+func timedAdaptive(ctx context.Context, c *collkit.Comm, cfg Config, timed func([]float64, int) ([]float64, error), us []float64, minIters int) ([]float64, error) {
 	var spent float64 // microseconds in timed iterations on this rank
 	for batch := int64(minIters); batch > 0; {
 		start := len(us)
-		// Room for the batch before it starts: an append that grew the
-		// slice inside the loop fell into the next iteration's time (4
-		// ranks on 2 cores, 16 KiB: 200-250 us at iterations 21, 41, 81,
-		// 161, 337 and 673 of every run).
-		us = slices.Grow(us, int(batch))
 		var err error
 		if us, err = timed(us, int(batch)); err != nil {
 			return us, err
@@ -225,7 +239,7 @@ func timedAdaptive(ctx context.Context, c *collkit.Comm, cfg Config, timed func(
 		}
 		next := []int64{0}
 		if c.Rank() == 0 {
-			next[0] = int64(nextBatch(len(us), spent, cfg.MinTime, maxIters))
+			next[0] = int64(nextBatch(len(us), spent, cfg.MinTime, cap(us)))
 		}
 		if err := collkit.AllReduce(ctx, c, next, next, collkit.Max); err != nil {
 			return us, err
