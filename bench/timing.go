@@ -3,7 +3,7 @@ package bench
 import (
 	"context"
 	"math"
-	"runtime"
+	"runtime/debug"
 	"time"
 
 	"github.com/montanaflynn/stats"
@@ -69,8 +69,18 @@ func Summarize(us []float64, keep bool) (Stats, float64) {
 // collection in it (5.7-14 ms, GODEBUG=gctrace=1) and its first iteration
 // took 7-18 ms: 78-98 us a call against 66-74 in the same run's second
 // loop. The timed loop allocates nothing, so no collection falls in it.
+// It also returns the memory the collection freed to the kernel
+// (debug.FreeOSMemory) rather than leave that to Go's background
+// scavenger, which did it during the first timed loops, in the time
+// slices the loop's polls give up. 2 ranks over tcp, 4 B to 512 B (16
+// rows a sweep, EPYC VM): the first three rows of a sweep had two or more
+// iterations of 1.0-1.4 ms each in 7 of 12 (14-18 us a call against 11-12
+// after, medians 11-13), while GODEBUG=scavtrace=1 showed 384-896 KiB
+// scavenged in the background; returned here, none of 12 had them (and 3
+// of the 64 rows of the 4 sweeps, anywhere: the VM's own stalls, against
+// 3 beyond the first three rows before).
 func measure(ctx context.Context, c *collkit.Comm, cfg Config, op func() error) (Measurement, error) {
-	runtime.GC()
+	debug.FreeOSMemory()
 	for range cfg.Warmup {
 		if err := op(); err != nil {
 			return Measurement{}, err
