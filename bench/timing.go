@@ -76,9 +76,9 @@ func Summarize(us []float64, keep bool) (Stats, float64) {
 // rows a sweep, EPYC VM): the first three rows of a sweep had two or more
 // iterations of 1.0-1.4 ms each in 7 of 12 (14-18 us a call against 11-12
 // after, medians 11-13), while GODEBUG=scavtrace=1 showed 384-896 KiB
-// scavenged in the background; returned here, none of 12 had them (and 3
-// of the 64 rows of the 4 sweeps, anywhere: the VM's own stalls, against
-// 3 beyond the first three rows before).
+// scavenged in the background; returned here, none of 12 had them. The
+// other rows had such iterations as often either way (3 of 52), the VM's
+// own stalls: a C loop reading the clock sees them too.
 func measure(ctx context.Context, c *collkit.Comm, cfg Config, op func() error) (Measurement, error) {
 	debug.FreeOSMemory()
 	for range cfg.Warmup {
