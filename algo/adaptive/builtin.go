@@ -47,7 +47,12 @@ import (
 // the native all-reduce began to stream its reduced slices): it moved
 // three choices, ring for tree at 16 MiB over tcp on 2 ranks (tree took
 // 1.51x the best there, ring 1.07x), pairwise at 1 MiB on 8 and
-// halving-doubling at 32 KiB over shm on 2. Where the machines disagree, a
+// halving-doubling at 32 KiB over shm on 2. The ninth is 10 rounds of every
+// size on that EPYC VM (2026-12-06, s28c and s28d, after collbench began
+// to return its freed memory to the kernel before each size and the
+// communicator's clock to read the counter under kvm-clock): it moved two
+// choices, both on 8 ranks over tcp (pairwise for tree at 128 KiB,
+// halving-doubling for pairwise at 4 MiB). Where the machines disagree, a
 // candidate's time is its worst ratio to the best over them
 // (internal/mkbuiltin; a size a machine skipped is interpolated between
 // its own): adaptive picks the candidate least far from the best on any,
@@ -58,7 +63,7 @@ import (
 // internal/mkbuiltin/testdata, and TestBuiltinIsTheRounds checks that this
 // table is what they make:
 //
-//	go run ./algo/adaptive/internal/mkbuiltin algo/adaptive/internal/mkbuiltin/testdata/rounds-2026-11-25.txt algo/adaptive/internal/mkbuiltin/testdata/rounds-2026-11-25-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-28-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-29-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-29b-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-29c-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-29d-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-12-05-epyc.txt > algo/adaptive/builtin.json
+//	go run ./algo/adaptive/internal/mkbuiltin algo/adaptive/internal/mkbuiltin/testdata/rounds-2026-11-25.txt algo/adaptive/internal/mkbuiltin/testdata/rounds-2026-11-25-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-28-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-29-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-29b-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-29c-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-11-29d-xeon.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-12-05-epyc.txt algo/adaptive/internal/mkbuiltin/testdata/sweep-2026-12-06-epyc.txt > algo/adaptive/builtin.json
 //
 //go:embed builtin.json
 var builtinJSON []byte

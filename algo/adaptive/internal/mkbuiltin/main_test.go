@@ -37,8 +37,9 @@ func TestBuiltinIsTheRounds(t *testing.T) {
 // 3 ranks (the same day, later), in two runs of the script, and five more
 // in a third run after the table was fitted to those (s22a), and five
 // rounds of every size on a faster EPYC VM (2026-12-05: tcp from s26a, shm
-// from s26b after the native all-reduce streamed its reduced slices).
-var machines = []string{"testdata/rounds-2026-11-25.txt", "testdata/rounds-2026-11-25-xeon.txt", "testdata/sweep-2026-11-28-xeon.txt", "testdata/sweep-2026-11-29-xeon.txt", "testdata/sweep-2026-11-29b-xeon.txt", "testdata/sweep-2026-11-29c-xeon.txt", "testdata/sweep-2026-11-29d-xeon.txt", "testdata/sweep-2026-12-05-epyc.txt"}
+// from s26b after the native all-reduce streamed its reduced slices), and
+// ten on that EPYC VM (2026-12-06: s28c and s28d).
+var machines = []string{"testdata/rounds-2026-11-25.txt", "testdata/rounds-2026-11-25-xeon.txt", "testdata/sweep-2026-11-28-xeon.txt", "testdata/sweep-2026-11-29-xeon.txt", "testdata/sweep-2026-11-29b-xeon.txt", "testdata/sweep-2026-11-29c-xeon.txt", "testdata/sweep-2026-11-29d-xeon.txt", "testdata/sweep-2026-12-05-epyc.txt", "testdata/sweep-2026-12-06-epyc.txt"}
 
 // At every size each machine measured, what the built-in table chooses
 // (over shm with the native all-reduce among the candidates) took at most
