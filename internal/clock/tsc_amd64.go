@@ -3,6 +3,7 @@ package clock
 import (
 	"bytes"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -54,10 +55,11 @@ func counterUsable() bool {
 // vdsoServes reports whether reading the monotonic clock costs less than a
 // fifth of the cheapest system call (getpid): then the vDSO answers it
 // without entering the kernel. On the 2-vCPU KVM guests: 30 ns a read
-// against 1.2 us a getpid.
-func vdsoServes() bool {
+// against 1.2 us a getpid. It measures once, so that every caller in the
+// process (Since, and the tests that check it) gets the same answer.
+var vdsoServes = sync.OnceValue(func() bool {
 	return fifth(func() { _ = time.Since(base) }, func() { syscall.RawSyscall(syscall.SYS_GETPID, 0, 0, 0) })
-}
+})
 
 // fifth reports whether f costs less than a fifth of g: the least time of
 // five batches of 64 calls counts for each, so that a preemption during a
