@@ -121,28 +121,13 @@ func measure(ctx context.Context, c *collkit.Comm, cfg Config, op func() error) 
 		}
 		return us, nil
 	}
-	// Room for every sample before the warm-up, every page of it written.
-	// Growing the slice inside the loop fell into the next iteration's
-	// time (4 ranks on 2 cores, 16 KiB: 200-250 us at iterations 21, 41,
-	// 81, 161, 337 and 673 of every run). Growing it between adaptive
-	// batches, where the new array's pages fault in as they are first
-	// written (12 us a page on the EPYC VM), delayed whichever rank grew
-	// last, and the others' first iteration of the batch waited for it (2
-	// ranks over shm, 8 B: 2-44 us at iterations 5, 55 and 605, where the
-	// rest took 0.5; 0.5-0.7 since). clear writes the pages that make
-	// may leave untouched (memory the kernel gave zeroed), so that no
-	// append in the loop meets one.
+	var us []float64
 	var err error
-	iters, minIters := cfg.Iters, cfg.Iters
-	if iters <= 0 {
-		minIters, iters = adaptiveIters(cfg)
-	}
-	us := make([]float64, iters)
-	clear(us) // make need not write memory the kernel gave it zeroed
 	if cfg.Iters > 0 {
-		us, err = timed(us[:0], iters)
+		us, err = timed(samples(cfg.Iters), cfg.Iters)
 	} else {
-		us, err = timedAdaptive(ctx, c, cfg, timed, us[:0], minIters)
+		least, most := adaptiveIters(cfg)
+		us, err = timedAdaptive(ctx, c, cfg, timed, samples(most), least)
 	}
 	if err != nil {
 		return Measurement{}, err
@@ -216,6 +201,22 @@ func WarmUp(ctx context.Context, c *collkit.Comm, d time.Duration) error {
 		}
 	}
 	return nil
+}
+
+// samples returns room for n samples, empty, every page of it written:
+// growing the slice inside the timed loop fell into the next iteration's
+// time (4 ranks on 2 cores, 16 KiB: 200-250 us at iterations 21, 41, 81,
+// 161, 337 and 673 of every run). Growing it between adaptive batches,
+// where the new array's pages fault in as they are first written (12 us a
+// page on the EPYC VM), delayed whichever rank grew last, and the others'
+// first iteration of the batch waited for it (2 ranks over shm, 8 B: 2-44
+// us at iterations 5, 55 and 605, where the rest took 0.5; 0.5-0.7 since).
+// clear writes the pages that make may leave untouched (memory the kernel
+// gave zeroed), so that no append in the loop meets one.
+func samples(n int) []float64 {
+	us := make([]float64, n)
+	clear(us)
+	return us[:0]
 }
 
 // adaptiveIters returns the least and the most iterations of an adaptive
