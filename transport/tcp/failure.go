@@ -229,7 +229,13 @@ func (s *stream) peek(buf *[]byte) (peerState, string) {
 			for off+transport.HeaderSize <= n {
 				h, derr := transport.Decode(buf[off:n])
 				if derr != nil {
-					break // not a message boundary: a message this rank began reading
+					// Not a message boundary: a receive cut off inside a
+					// message left the rest of it unread. A notice is the
+					// last thing a peer sends: look for one that ends the input.
+					if off = lastNotice(buf[:n], off); off < 0 {
+						break
+					}
+					continue
 				}
 				if h.Coll == transport.CollAbort {
 					state = peerAborted
@@ -326,6 +332,20 @@ func (s *stream) readAbort(peer int, h transport.Header, b []byte, got int, know
 // errNotice tells stream.recv that an abort notice arrived in place of the
 // message; it then reads the notice.
 var errNotice = errors.New("abort notice")
+
+// lastNotice returns the offset, at from or after it, of an abort notice
+// header whose notice ends the input b (or would, once the rest of its
+// reason arrives), or -1 when there is none. A message's payload that
+// held such a header by chance would also have to end where the input
+// does.
+func lastNotice(b []byte, from int) int {
+	for off := from; off+transport.HeaderSize <= len(b); off++ {
+		if h, ok := isAbortHeader(b[off:]); ok && off+transport.HeaderSize+int(h.Len) >= len(b) {
+			return off
+		}
+	}
+	return -1
+}
 
 // isAbortHeader reports whether b starts with the header of an abort notice.
 func isAbortHeader(b []byte) (transport.Header, bool) {

@@ -148,6 +148,49 @@ func TestDeadOrAbortedBehindUnreadInput(t *testing.T) {
 	}
 }
 
+// A receive cut off inside a message (its context ended, or poll took the
+// message's first bytes) leaves the stream out of step: what is unread
+// starts in the middle of a message. A peer that then aborts has not died:
+// its notice, the last thing it sent, is still found behind those bytes.
+func TestAbortedBehindPartlyReadMessage(t *testing.T) {
+	for _, cut := range []int{10, transport.HeaderSize, transport.HeaderSize + 20} {
+		ts := newWorld(t, 2, nil, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		payload := make([]byte, 64)
+		if err := ts[1].Send(ctx, 0, hdr(3), payload); err != nil {
+			t.Fatal(err)
+		}
+		s := ts[0].peers[1].streams[0]
+		s.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.ReadFull(s.conn, make([]byte, cut)); err != nil {
+			t.Fatal(err)
+		}
+		const reason = "rank 1 gave up: testing"
+		ts[1].Abort(reason)
+		var buf []byte
+		for {
+			st, got := s.peek(&buf)
+			if st == peerAborted {
+				if got != reason {
+					t.Errorf("cut after %d bytes: peek found the notice %q, want %q", cut, got, reason)
+				}
+				break
+			}
+			if st == peerDied {
+				t.Errorf("cut after %d bytes: peek says rank 1 died; it aborted", cut)
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("cut after %d bytes: the notice never showed", cut)
+			}
+		}
+		if dead := ts[0].Dead(); len(dead) != 0 {
+			t.Errorf("cut after %d bytes: Dead() = %v, want none (rank 1 aborted)", cut, dead)
+		}
+	}
+}
+
 // A notice written to a peer that has already closed its end is answered
 // with a reset, which drops it: linger must not wait for it to be
 // acknowledged (the kernel still counts it as unsent) until its deadline.
